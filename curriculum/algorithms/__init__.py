@@ -1,0 +1,41 @@
+"""Sampling algorithms behind one interface, and the factory that picks one from a config."""
+
+from __future__ import annotations
+
+from curriculum.algorithms.base import POOL_REFILL, POOL_UNCHANGED, CurriculumAlgorithm
+from curriculum.algorithms.learning_progress import LearningProgressAlgorithm
+from curriculum.algorithms.staged import StagedProgressionAlgorithm
+from curriculum.algorithms.uniform import UniformAlgorithm
+from curriculum.config import (
+    CurriculumConfig,
+    LearningProgressConfig,
+    StagedProgressionConfig,
+    UniformConfig,
+)
+from curriculum.errors import CurriculumConfigError
+
+__all__ = [
+    "CurriculumAlgorithm",
+    "UniformAlgorithm",
+    "LearningProgressAlgorithm",
+    "StagedProgressionAlgorithm",
+    "make_algorithm",
+    "POOL_REFILL",
+    "POOL_UNCHANGED",
+]
+
+
+def make_algorithm(config: CurriculumConfig) -> CurriculumAlgorithm:
+    """The algorithm a curriculum config asks for."""
+    algo = config.algorithm
+    n = config.num_active_tasks
+    if isinstance(algo, LearningProgressConfig):
+        return LearningProgressAlgorithm(algo, n, config.task_generator)
+    if isinstance(algo, StagedProgressionConfig):
+        return StagedProgressionAlgorithm(algo, n)
+    if isinstance(algo, UniformConfig):
+        return UniformAlgorithm(algo, n, config.task_generator)
+    raise CurriculumConfigError(
+        "Expected `algorithm` to be UniformConfig, LearningProgressConfig or StagedProgressionConfig, "
+        f"received {type(algo).__name__}"
+    )

@@ -1,0 +1,65 @@
+"""The interface every sampling algorithm implements."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from curriculum.generators import TaskGenerator
+
+if TYPE_CHECKING:
+    from curriculum.tracker import TaskTracker
+
+__all__ = ["CurriculumAlgorithm", "POOL_UNCHANGED", "POOL_REFILL"]
+
+POOL_UNCHANGED = 0
+POOL_REFILL = 1
+
+
+class CurriculumAlgorithm(ABC):
+    """Scores the pool's tasks and turns scores into sampling probabilities.
+
+    Per-task state lives in tracker arrays the algorithm declares in `extra_layout`, so it is
+    shared whenever the tracker is. `record` runs under the tracker lock and must be O(1);
+    `scores`/`probabilities` are vectorised over the pool and run once per refresh.
+    """
+
+    #: Whether low-scoring tasks may be evicted and replaced.
+    evicts: ClassVar[bool] = False
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+
+    def extra_layout(self) -> dict[str, tuple[str, int]]:
+        """Arrays this algorithm keeps in the tracker backend."""
+        return {}
+
+    def bind(self, tracker: TaskTracker) -> None:
+        """Keep views of the tracker arrays (called once, and again after attaching)."""
+        self.tracker = tracker
+
+    @abstractmethod
+    def generator_for_slot(self, slot: int) -> TaskGenerator:
+        """The generator a new task in `slot` comes from."""
+
+    def reset_slot(self, slot: int) -> None:
+        """Zero the algorithm's state of `slot` for a new task (under the lock)."""
+
+    def record(self, slot: int, score: float, completions: int) -> int:
+        """Update per-task state after a completion (under the lock); POOL_REFILL asks the
+        curriculum to refill every slot (a stage change)."""
+        return POOL_UNCHANGED
+
+    @abstractmethod
+    def scores(self) -> np.ndarray:
+        """Per-slot score used for sampling and eviction (lock-free read)."""
+
+    @abstractmethod
+    def probabilities(self, scores: np.ndarray) -> np.ndarray:
+        """Sampling probabilities over slots; finite, non-negative, summing to 1."""
+
+    def stats(self) -> dict[str, Any]:
+        """Algorithm-specific numbers for `Curriculum.stats()`."""
+        return {}

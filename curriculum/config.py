@@ -1,0 +1,221 @@
+"""Curriculum and algorithm configs, validated at construction.
+
+One dataclass per thing, a docstring under each field, derived values in one place. A bad
+field raises `CurriculumConfigError` naming the field, the allowed range and the value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from curriculum.errors import CurriculumConfigError
+from curriculum.generators import TaskGenerator
+
+__all__ = [
+    "AlgorithmConfig",
+    "UniformConfig",
+    "LearningProgressConfig",
+    "Stage",
+    "StagedProgressionConfig",
+    "CurriculumConfig",
+]
+
+
+def _require(ok: bool, name: str, expected: str, value: Any) -> None:
+    if not ok:
+        raise CurriculumConfigError(f"Expected `{name}` to be {expected}, received {value!r}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _fraction(name: str, value: Any, *, closed_low: bool = True, closed_high: bool = True) -> None:
+    ok = _is_real(value) and (value >= 0 if closed_low else value > 0) and (value <= 1 if closed_high else value < 1)
+    low = "[0" if closed_low else "(0"
+    high = "1]" if closed_high else "1)"
+    _require(ok, name, f"a number in {low}, {high}", value)
+
+
+class AlgorithmConfig:
+    """Base of the algorithm configs; `name` picks the algorithm."""
+
+    name: str = ""
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able fields, used to tell whether a saved state fits this config."""
+        out: dict[str, Any] = {"name": self.name}
+        for key, value in vars(self).items():
+            out[key] = value.describe() if hasattr(value, "describe") else repr(value)
+        return out
+
+
+@dataclass
+class UniformConfig(AlgorithmConfig):
+    """Discrete random: every active task equally likely. No eviction."""
+
+    name = "uniform"
+
+
+@dataclass
+class LearningProgressConfig(AlgorithmConfig):
+    """Bidirectional learning progress over baseline-normalised scores."""
+
+    name = "learning_progress"
+
+    ema_timescale: float = 0.1
+    """Fast EMA rate alpha_f in (0, 1); the slow EMA runs at alpha_f * `slow_timescale_factor`."""
+    slow_timescale_factor: float = 0.2
+    """alpha_s / alpha_f, in (0, 1)."""
+    exploration: float = 0.1
+    """Share of sampling mass spread uniformly over the pool, in [0, 1)."""
+    min_samples_for_lp: int = 5
+    """Completions before a task's LP is trusted; colder tasks get the exploration weight."""
+    noise_z: float = 2.0
+    """LP counts only the |fast - slow| gap beyond this many standard deviations of the gap
+    that pure noise would produce; tasks whose score only moves as noise get LP ~ 0."""
+    max_baseline: float = 0.75
+    """The baseline (first score) is capped here so normalisation never divides by ~0."""
+
+    def __post_init__(self) -> None:
+        _fraction("ema_timescale", self.ema_timescale, closed_low=False, closed_high=False)
+        _fraction("slow_timescale_factor", self.slow_timescale_factor, closed_low=False, closed_high=False)
+        _fraction("exploration", self.exploration, closed_high=False)
+        _require(_is_int(self.min_samples_for_lp) and self.min_samples_for_lp >= 1,
+                 "min_samples_for_lp", "an integer >= 1", self.min_samples_for_lp)
+        _require(_is_real(self.noise_z) and self.noise_z >= 0, "noise_z", "a finite number >= 0", self.noise_z)
+        _fraction("max_baseline", self.max_baseline, closed_high=False)
+
+
+@dataclass
+class Stage:
+    """One stage of a staged curriculum: a name and the generator of its tasks."""
+
+    name: str
+    task_generator: TaskGenerator
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.name, str) and bool(self.name), "Stage.name", "a non-empty string", self.name)
+        _require(isinstance(self.task_generator, TaskGenerator), "Stage.task_generator",
+                 "a TaskGenerator", type(self.task_generator).__name__)
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "task_generator": self.task_generator.describe()}
+
+
+@dataclass
+class StagedProgressionConfig(AlgorithmConfig):
+    """Ordered stages; advance when the recent mean score of the stage passes a threshold."""
+
+    name = "staged_progression"
+
+    stages: Sequence[Stage] = ()
+    """The stages, easiest first (at least one)."""
+    advancement_threshold: float = 0.7
+    """Mean score over the last `window` episodes of the stage needed to advance, in (0, 1]."""
+    min_episodes: int = 50
+    """Episodes a stage runs before it may advance or regress (>= 1)."""
+    window: int = 50
+    """Episodes in the rolling mean (>= 1)."""
+    regression_threshold: float | None = None
+    """Mean score below which the curriculum falls back one stage; None disables regression."""
+    previous_stage_mix: float = 0.0
+    """Share of the pool given to tasks of the previous stage, in [0, 1)."""
+
+    def __post_init__(self) -> None:
+        self.stages = tuple(self.stages)
+        _require(len(self.stages) >= 1 and all(isinstance(s, Stage) for s in self.stages),
+                 "stages", "a non-empty sequence of Stage", self.stages)
+        names = [s.name for s in self.stages]
+        _require(len(set(names)) == len(names), "stages", "stages with distinct names", names)
+        _fraction("advancement_threshold", self.advancement_threshold, closed_low=False)
+        _require(_is_int(self.min_episodes) and self.min_episodes >= 1, "min_episodes", "an integer >= 1",
+                 self.min_episodes)
+        _require(_is_int(self.window) and self.window >= 1, "window", "an integer >= 1", self.window)
+        if self.regression_threshold is not None:
+            _require(_is_real(self.regression_threshold) and 0 <= self.regression_threshold < self.advancement_threshold,
+                     "regression_threshold", f"None or a number in [0, advancement_threshold={self.advancement_threshold})",
+                     self.regression_threshold)
+        _fraction("previous_stage_mix", self.previous_stage_mix, closed_high=False)
+
+    def describe(self) -> dict[str, Any]:
+        out = {k: v for k, v in super().describe().items() if k != "stages"}
+        out["stages"] = [s.describe() for s in self.stages]
+        return out
+
+
+@dataclass
+class CurriculumConfig:
+    """A curriculum: which tasks, how many active at once, how they are chosen."""
+
+    task_generator: TaskGenerator | None = None
+    """Where tasks come from (None only for staged progression, whose stages carry generators)."""
+    algorithm: AlgorithmConfig = field(default_factory=LearningProgressConfig)
+    """How tasks are sampled and scored."""
+    num_active_tasks: int = 64
+    """Pool size (>= 1)."""
+    seed: int = 0
+    """Seed of the sampling random stream."""
+    min_presentations: int = 20
+    """Completions a task needs before it may be evicted (>= 1)."""
+    eviction_percentile: float = 10.0
+    """Each refresh marks at most this percent of the eligible tasks, the lowest-scoring, for
+    eviction, in [0, 100]; 0 disables eviction."""
+    score_range: tuple[float, float] = (0.0, 1.0)
+    """Scores outside [low, high] are refused with `InvalidScoreError`."""
+    refresh_interval: int | None = None
+    """Completions between recomputations of the sampling distribution; None derives
+    max(32, num_active_tasks // 8), which keeps the per-call cost flat in pool size."""
+
+    def __post_init__(self) -> None:
+        _require(isinstance(self.algorithm, AlgorithmConfig), "algorithm", "an AlgorithmConfig",
+                 type(self.algorithm).__name__)
+        if isinstance(self.algorithm, StagedProgressionConfig):
+            _require(self.task_generator is None, "task_generator",
+                     "None with staged progression (each Stage has its own generator)", self.task_generator)
+        else:
+            _require(isinstance(self.task_generator, TaskGenerator), "task_generator", "a TaskGenerator",
+                     type(self.task_generator).__name__)
+        _require(_is_int(self.num_active_tasks) and 1 <= self.num_active_tasks <= 10_000_000,
+                 "num_active_tasks", "an integer in [1, 10000000]", self.num_active_tasks)
+        _require(_is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0", self.seed)
+        _require(_is_int(self.min_presentations) and self.min_presentations >= 1, "min_presentations",
+                 "an integer >= 1", self.min_presentations)
+        _require(_is_real(self.eviction_percentile) and 0 <= self.eviction_percentile <= 100,
+                 "eviction_percentile", "a number in [0, 100]", self.eviction_percentile)
+        low_high = tuple(self.score_range) if isinstance(self.score_range, (tuple, list)) else ()
+        _require(len(low_high) == 2 and all(_is_real(v) for v in low_high) and low_high[0] < low_high[1],
+                 "score_range", "a pair (low, high) of finite numbers with low < high", self.score_range)
+        self.score_range = (float(low_high[0]), float(low_high[1]))
+        if self.refresh_interval is None:
+            self.refresh_interval = max(32, self.num_active_tasks // 8)
+        _require(_is_int(self.refresh_interval) and self.refresh_interval >= 1, "refresh_interval",
+                 "None or an integer >= 1", self.refresh_interval)
+
+    @property
+    def generators(self) -> tuple[TaskGenerator, ...]:
+        """Every generator the curriculum draws from."""
+        if isinstance(self.algorithm, StagedProgressionConfig):
+            return tuple(s.task_generator for s in self.algorithm.stages)
+        assert self.task_generator is not None
+        return (self.task_generator,)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able description; a saved state only loads into a curriculum with the same one."""
+        return {
+            "task_generator": self.task_generator.describe() if self.task_generator else None,
+            "algorithm": self.algorithm.describe(),
+            "num_active_tasks": self.num_active_tasks,
+            "seed": self.seed,
+            "min_presentations": self.min_presentations,
+            "eviction_percentile": self.eviction_percentile,
+            "score_range": list(self.score_range),
+            "refresh_interval": self.refresh_interval,
+        }

@@ -1,0 +1,464 @@
+"""`Curriculum`: a pool of active tasks, sampled by an algorithm, fed by completions.
+
+Hot path: `get_task()` pops a slot from a pre-drawn batch and `update_task_performance()`
+does O(1) work under the tracker lock. Everything that looks at the whole pool (scoring,
+probabilities, the eviction shortlist, the next batch of draws) happens in `_refresh`, once
+every `refresh_interval` calls, vectorised with numpy; so the amortised cost per call does not
+grow with the pool.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections import defaultdict
+from numbers import Integral
+from typing import Any
+
+import numpy as np
+
+from curriculum.algorithms import POOL_REFILL, StagedProgressionAlgorithm, make_algorithm
+from curriculum.config import CurriculumConfig
+from curriculum.errors import (
+    CurriculumConfigError,
+    CurriculumStateError,
+    InvalidScoreError,
+    UnknownTaskError,
+    WorkerCopyError,
+)
+from curriculum.memory import SharedMemoryBackend
+from curriculum.metrics import gini_coefficient, normalized_entropy
+from curriculum.task import CurriculumTask
+from curriculum.tracker import EMPTY, TaskTracker
+
+__all__ = ["Curriculum", "STATE_FORMAT"]
+
+STATE_FORMAT = "curriculum-state/1"
+
+
+class Curriculum:
+    """A pool of `num_active_tasks` tasks; hands them out and learns from their scores.
+
+    With `shared_memory=True` the pool and all statistics live in shared memory: pickle the
+    curriculum into worker processes (or `Curriculum.attach(name, config)` from an unrelated
+    one) and every worker reads and writes the same tracker.
+    """
+
+    def __init__(
+        self,
+        config: CurriculumConfig,
+        *,
+        shared_memory: bool = False,
+        lock_timeout: float | None = None,
+    ) -> None:
+        if not isinstance(config, CurriculumConfig):
+            raise CurriculumConfigError(f"Expected `config` to be a CurriculumConfig, received {type(config).__name__}")
+        self.config = config
+        self._algorithm = make_algorithm(config)
+        tracker = TaskTracker.create(
+            config.num_active_tasks, self._algorithm.extra_layout(), shared=shared_memory, lock_timeout=lock_timeout
+        )
+        self._bind(tracker, owner_pid=os.getpid())
+        with tracker.lock:
+            self._fill_pool(evicted=False)
+        self._refresh()
+
+    @classmethod
+    def attach(cls, name: str, config: CurriculumConfig, *, seed: int | None = None) -> Curriculum:
+        """Join a shared curriculum another process created, by shared-memory name."""
+        backend = SharedMemoryBackend.attach(name)
+        self = cls.__new__(cls)
+        self.config = config
+        self._algorithm = make_algorithm(config)
+        expected = self._algorithm.extra_layout()
+        for key, spec in expected.items():
+            if backend.layout.get(key) != spec:
+                backend.close()
+                raise CurriculumConfigError(
+                    f"Expected shared tracker {name!r} to hold {key}={spec} for this config, "
+                    f"received {backend.layout.get(key)}"
+                )
+        self._bind(TaskTracker(backend, config.num_active_tasks), owner_pid=-1)
+        self.reseed(seed if seed is not None else os.getpid())
+        return self
+
+    def _bind(self, tracker: TaskTracker, *, owner_pid: int) -> None:
+        cfg = self.config
+        n = cfg.num_active_tasks
+        self._tracker = tracker
+        self._algorithm.bind(tracker)
+        self._owner_pid = owner_pid
+        self._capacity = n
+        self._lock = tracker.lock
+        self._task_ids = tracker.task_ids
+        self._score_low, self._score_high = cfg.score_range
+        self._min_presentations = cfg.min_presentations
+        self._refresh_interval = cfg.refresh_interval
+        self._evicts = self._algorithm.evicts and cfg.eviction_percentile > 0
+        self._rng = np.random.Generator(np.random.PCG64(cfg.seed))
+        self._tasks: list[CurriculumTask | None] = [None] * n
+        self._samples = [0] * n
+        self._evictable = [False] * n
+        self._draws: list[int] = []
+        self._draw_pos = 0
+        self._since_refresh = 0
+        self._cdf = np.linspace(1.0 / n, 1.0, n)
+        self._probabilities = np.full(n, 1.0 / n)
+
+    # ---- sampling ----------------------------------------------------------------------------
+    def get_task(self) -> CurriculumTask:
+        """The next task to run, drawn from the current sampling distribution."""
+        pos = self._draw_pos
+        if pos >= len(self._draws):
+            self._refresh()
+            pos = 0
+        slot = self._draws[pos]
+        self._draw_pos = pos + 1
+        task_id = self._task_ids.item(slot)
+        task = self._tasks[slot]
+        if task is None or task.task_id != task_id:
+            task = self._make_task(slot, task_id)
+        self._samples[slot] += 1
+        return task
+
+    def _make_task(self, slot: int, task_id: int) -> CurriculumTask:
+        env_cfg, label = self._algorithm.generator_for_slot(slot).generate(task_id)
+        task = CurriculumTask(task_id, env_cfg, label, slot=slot, tracker=self._tracker)
+        self._tasks[slot] = task
+        self._samples[slot] = 0
+        return task
+
+    # ---- learning ----------------------------------------------------------------------------
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        """Record a completed episode of `task_id` with `score`.
+
+        Returns False (and counts a late completion) when the task left the pool while its
+        episode ran; raises before changing anything on a bad score or an unknown task id.
+        """
+        if not (self._score_low <= score <= self._score_high):
+            raise InvalidScoreError(
+                f"Expected score in [{self._score_low}, {self._score_high}] for task {task_id}, received {score!r}"
+            )
+        if type(task_id) is not int:
+            task_id = self._check_task_id(task_id)
+        if self._owner_pid == -2:
+            raise WorkerCopyError(
+                f"This curriculum is a private copy made in process {os.getpid()} from a local (single-process) "
+                "curriculum: completions recorded here would never reach the other workers. Create it with "
+                "shared_memory=True, or use centralized tracking (workers with local tracking off)."
+            )
+        capacity = self._capacity
+        slot = task_id % capacity if task_id >= 0 else 0
+        lock = self._lock
+        lock.acquire()
+        try:
+            current = self._task_ids.item(slot)
+            if current != task_id:
+                if task_id > current or task_id < 0:
+                    raise UnknownTaskError(
+                        f"Expected a task id issued by this curriculum's get_task(), received {task_id} "
+                        f"(slot {slot} holds task {current})"
+                    )
+                self._tracker.record_late()
+                return False
+            completions = self._tracker.record(slot, score)
+            if self._algorithm.record(slot, score, completions) == POOL_REFILL:
+                self._fill_pool(evicted=False)
+                self._since_refresh = self._refresh_interval
+            elif self._evictable[slot] and completions >= self._min_presentations:
+                self._evict(slot, task_id)
+        finally:
+            lock.release()
+        self._since_refresh += 1
+        if self._since_refresh >= self._refresh_interval:
+            self._refresh()
+        return True
+
+    @staticmethod
+    def _check_task_id(task_id: Any) -> int:
+        if isinstance(task_id, Integral) and not isinstance(task_id, bool):
+            return int(task_id)
+        raise UnknownTaskError(f"Expected an integer task id from get_task(), received {task_id!r}")
+
+    def _evict(self, slot: int, task_id: int) -> None:
+        self._algorithm.reset_slot(slot)
+        self._tracker.assign(slot, task_id + self._capacity, evicted=True)
+        self._evictable[slot] = False
+
+    def _fill_pool(self, *, evicted: bool) -> None:
+        """Give every slot a new task (pool creation and stage changes); caller holds the lock."""
+        capacity = self._capacity
+        ids = self._task_ids
+        algorithm = self._algorithm
+        for slot in range(capacity):
+            current = ids.item(slot)
+            algorithm.reset_slot(slot)
+            self._tracker.assign(slot, slot if current == EMPTY else current + capacity, evicted=evicted)
+        self._evictable = [False] * capacity
+
+    def _refresh(self) -> None:
+        """Rescore the pool, redraw the next batch of slots, shortlist evictions. O(n), amortised."""
+        scores = self._algorithm.scores()
+        probabilities = self._algorithm.probabilities(scores)
+        cdf = np.cumsum(probabilities)
+        self._probabilities = probabilities
+        self._cdf = cdf
+        draws = np.searchsorted(cdf, self._rng.random(self._refresh_interval) * cdf[-1], side="right")
+        np.minimum(draws, self._capacity - 1, out=draws)
+        self._draws = draws.tolist()
+        self._draw_pos = 0
+        self._since_refresh = 0
+        if self._evicts:
+            self._evictable = self._eviction_shortlist(scores)
+
+    def _eviction_shortlist(self, scores: np.ndarray) -> list[bool]:
+        eligible = np.flatnonzero(self._tracker.completions >= self._min_presentations)
+        shortlist = np.zeros(self._capacity, dtype=bool)
+        k = int(eligible.size * self.config.eviction_percentile / 100.0)
+        if k > 0:
+            lowest = eligible[np.argpartition(scores[eligible], k - 1)[:k]]
+            shortlist[lowest] = True
+        return shortlist.tolist()
+
+    # ---- workers -----------------------------------------------------------------------------
+    def reseed(self, seed: int) -> None:
+        """Give this handle its own sampling stream (one per worker), derived from the config seed."""
+        self._rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.config.seed, int(seed)])))
+        self._refresh()
+
+    @property
+    def is_shared(self) -> bool:
+        """Whether every process holding this curriculum sees the same tracker."""
+        return self._tracker.backend.is_shared
+
+    @property
+    def shared_memory_name(self) -> str | None:
+        """Name to `attach` to, for a shared curriculum."""
+        backend = self._tracker.backend
+        return backend.name if isinstance(backend, SharedMemoryBackend) else None
+
+    @property
+    def stage(self) -> int | None:
+        """Current stage index for staged progression, else None."""
+        algo = self._algorithm
+        return algo.stage if isinstance(algo, StagedProgressionAlgorithm) else None
+
+    def sync_state(self) -> dict[str, int]:
+        """What a worker copy needs to follow this curriculum's stage (centralized tracking)."""
+        algo = self._algorithm
+        if not isinstance(algo, StagedProgressionAlgorithm):
+            raise CurriculumConfigError(
+                f"Expected a staged progression curriculum for stage sync, received {algo.config.name!r}"
+            )
+        return {"stage": algo.stage, "stage_changes": algo.stage_changes}
+
+    def apply_sync_state(self, sync: dict[str, int]) -> bool:
+        """Adopt a stage broadcast by the main process; returns True if the stage changed."""
+        algo = self._algorithm
+        if not isinstance(algo, StagedProgressionAlgorithm):
+            raise CurriculumConfigError(
+                f"Expected a staged progression curriculum for stage sync, received {algo.config.name!r}"
+            )
+        stage, changes = int(sync["stage"]), int(sync["stage_changes"])
+        if not 0 <= stage < len(algo.stages):
+            raise CurriculumConfigError(f"Expected stage in [0, {len(algo.stages) - 1}], received {stage}")
+        if changes == algo.stage_changes:
+            return False
+        with self._lock:
+            algo.apply_stage(stage, changes)
+            base = changes * self._capacity
+            for slot in range(self._capacity):
+                algo.reset_slot(slot)
+                self._tracker.assign(slot, base + slot, evicted=False)
+        self._refresh()
+        return True
+
+    # ---- inspection --------------------------------------------------------------------------
+    @property
+    def num_active_tasks(self) -> int:
+        return self._capacity
+
+    @property
+    def tracker(self) -> TaskTracker:
+        return self._tracker
+
+    def active_tasks(self) -> list[CurriculumTask]:
+        """Every task in the pool now (builds the ones never handed out)."""
+        tasks = []
+        for slot in range(self._capacity):
+            task_id = self._task_ids.item(slot)
+            task = self._tasks[slot]
+            if task is None or task.task_id != task_id:
+                task = self._make_task(slot, task_id)
+            tasks.append(task)
+        return tasks
+
+    def sampling_probabilities(self) -> np.ndarray:
+        """The distribution the current batch of draws came from (copy)."""
+        return self._probabilities.copy()
+
+    def task_scores(self) -> np.ndarray:
+        """The algorithm's per-slot score now (LP for learning progress)."""
+        return self._algorithm.scores()
+
+    def stats(self) -> dict[str, Any]:
+        """Pool-wide numbers for logging: counts, Gini coefficients, entropy, per-label LP."""
+        tracker = self._tracker
+        scores = self._algorithm.scores()
+        completions = tracker.completions.copy()
+        per_label_scores: dict[str, list[float]] = defaultdict(list)
+        for task, score in zip(self.active_tasks(), scores.tolist()):
+            per_label_scores[task.label].append(score)
+        out: dict[str, Any] = {
+            "num_active_tasks": self._capacity,
+            "total_completions": tracker.total_completions,
+            "late_completions": tracker.late_completions,
+            "evictions": tracker.evictions,
+            "tasks_created": tracker.counter("tasks_created"),
+            "mean_lp_score": float(scores.mean()),
+            "pool_lp_gini": gini_coefficient(scores),
+            "pool_occupancy_gini": gini_coefficient(completions),
+            "sampling_gini": gini_coefficient(self._samples),
+            "sampling_entropy": normalized_entropy(self._probabilities),
+            "per_label_lp_scores": {label: float(np.mean(v)) for label, v in sorted(per_label_scores.items())},
+            "per_label_active_tasks": {label: len(v) for label, v in sorted(per_label_scores.items())},
+        }
+        out.update(self._algorithm.stats())
+        return out
+
+    # ---- checkpointing -----------------------------------------------------------------------
+    def get_state(self) -> dict[str, Any]:
+        """A JSON-able snapshot; `load_state` on a same-config curriculum continues identically."""
+        arrays = self._tracker.backend.arrays
+        return {
+            "format": STATE_FORMAT,
+            "config": _normalise(self.config.describe()),
+            "arrays": {name: arrays[name].tolist() for name in sorted(arrays) if not name.startswith("_")},
+            "rng": self._rng.bit_generator.state,
+            "draws": list(self._draws),
+            "draw_pos": self._draw_pos,
+            "since_refresh": self._since_refresh,
+            "probabilities": self._probabilities.tolist(),
+            "evictable": list(self._evictable),
+            "samples": list(self._samples),
+        }
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        """Restore a `get_state` snapshot; validates all of it before changing anything."""
+        checked = self._check_state(state)
+        arrays = self._tracker.backend.arrays
+        with self._lock:
+            for name, values in checked["arrays"].items():
+                arrays[name][:] = values
+        self._rng = checked["rng"]
+        self._draws = checked["draws"]
+        self._draw_pos = checked["draw_pos"]
+        self._since_refresh = checked["since_refresh"]
+        self._probabilities = checked["probabilities"]
+        self._cdf = np.cumsum(self._probabilities)
+        self._evictable = checked["evictable"]
+        self._samples = checked["samples"]
+        self._tasks = [None] * self._capacity
+
+    def _check_state(self, state: Any) -> dict[str, Any]:
+        def fail(why: str) -> CurriculumStateError:
+            return CurriculumStateError(f"Cannot load curriculum state: {why}")
+
+        if not isinstance(state, dict):
+            raise fail(f"expected a dict from get_state(), received {type(state).__name__}")
+        if state.get("format") != STATE_FORMAT:
+            raise fail(f"expected format {STATE_FORMAT!r}, received {state.get('format')!r}")
+        expected_keys = {"format", "config", "arrays", "rng", "draws", "draw_pos", "since_refresh",
+                         "probabilities", "evictable", "samples"}
+        if set(state) != expected_keys:
+            raise fail(f"expected keys {sorted(expected_keys)}, received {sorted(state)}")
+        if state["config"] != _normalise(self.config.describe()):
+            raise fail("it was saved by a curriculum with a different config")
+        n = self._capacity
+        backend_arrays = self._tracker.backend.arrays
+        saved = state["arrays"]
+        wanted = sorted(k for k in backend_arrays if not k.startswith("_"))
+        if not isinstance(saved, dict) or sorted(saved) != wanted:
+            raise fail(f"expected arrays {wanted}, received {sorted(saved) if isinstance(saved, dict) else saved!r}")
+        arrays = {}
+        for name in wanted:
+            target = backend_arrays[name]
+            try:
+                values = np.asarray(saved[name], dtype=target.dtype)
+            except (TypeError, ValueError, OverflowError):
+                raise fail(f"array {name!r} does not hold {target.dtype} values") from None
+            if values.shape != target.shape:
+                raise fail(f"array {name!r} expected shape {target.shape}, received {values.shape}")
+            if values.dtype.kind == "f" and not np.isfinite(values).all():
+                raise fail(f"array {name!r} holds NaN or infinite values")
+            arrays[name] = values
+        ids = arrays["task_ids"]
+        if ((ids < 0) | (ids % n != np.arange(n))).any():
+            raise fail("task ids do not match their slots")
+        if (arrays["completions"] < 0).any():
+            raise fail("negative completion counts")
+        rng = np.random.Generator(np.random.PCG64())
+        try:
+            rng.bit_generator.state = state["rng"]
+        except (TypeError, ValueError, KeyError):
+            raise fail("the random generator state is not a PCG64 state") from None
+        draws, draw_pos = state["draws"], state["draw_pos"]
+        if not (isinstance(draws, list) and all(type(d) is int and 0 <= d < n for d in draws)):
+            raise fail(f"draws must be slot indices in [0, {n})")
+        if not (type(draw_pos) is int and 0 <= draw_pos <= len(draws)):
+            raise fail(f"draw_pos must be in [0, {len(draws)}], received {draw_pos!r}")
+        since = state["since_refresh"]
+        if not (type(since) is int and 0 <= since <= self._refresh_interval):
+            raise fail(f"since_refresh must be in [0, {self._refresh_interval}], received {since!r}")
+        try:
+            probabilities = np.asarray(state["probabilities"], dtype=np.float64)
+        except (TypeError, ValueError):
+            raise fail("probabilities are not numbers") from None
+        if probabilities.shape != (n,) or not np.isfinite(probabilities).all() or (probabilities < 0).any() \
+                or not math.isclose(float(probabilities.sum()), 1.0, abs_tol=1e-6):
+            raise fail(f"probabilities must be {n} finite non-negative numbers summing to 1")
+        evictable, samples = state["evictable"], state["samples"]
+        if not (isinstance(evictable, list) and len(evictable) == n and all(type(e) is bool for e in evictable)):
+            raise fail(f"evictable must be {n} booleans")
+        if not (isinstance(samples, list) and len(samples) == n and all(type(s) is int and s >= 0 for s in samples)):
+            raise fail(f"samples must be {n} non-negative integers")
+        return {"arrays": arrays, "rng": rng, "draws": list(draws), "draw_pos": draw_pos, "since_refresh": since,
+                "probabilities": probabilities, "evictable": list(evictable), "samples": list(samples)}
+
+    # ---- lifetime ----------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the tracker (the creator of a shared curriculum unlinks its memory)."""
+        self._tasks = [None] * self._capacity
+        self._task_ids = None
+        self._algorithm = None
+        self._tracker.close()
+
+    def __enter__(self) -> Curriculum:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.get_state()
+        state["backend"] = self._tracker.backend
+        state["owner_pid"] = self._owner_pid
+        state["config_object"] = self.config
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.config = state["config_object"]
+        self._algorithm = make_algorithm(self.config)
+        backend = state["backend"]
+        foreign = state["owner_pid"] != os.getpid()
+        self._bind(TaskTracker(backend, self.config.num_active_tasks),
+                   owner_pid=-2 if foreign and not backend.is_shared else state["owner_pid"])
+        local = {k: v for k, v in state.items() if k not in ("backend", "owner_pid", "config_object")}
+        if backend.is_shared:  # the shared arrays are live: restore only this handle's own state
+            local["arrays"] = {k: backend.arrays[k].tolist() for k in local["arrays"]}
+        self.load_state(local)
+
+
+def _normalise(value: Any) -> Any:
+    return json.loads(json.dumps(value, sort_keys=True, default=repr))

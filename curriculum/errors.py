@@ -1,0 +1,48 @@
+"""Named errors of the curriculum library.
+
+Each says what was expected and what was received; raising one never leaves a curriculum
+half-updated.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CurriculumError",
+    "CurriculumConfigError",
+    "InvalidScoreError",
+    "UnknownTaskError",
+    "CurriculumStateError",
+    "LockTimeoutError",
+    "WorkerCopyError",
+]
+
+
+class CurriculumError(Exception):
+    """Base class of every error this library raises on purpose."""
+
+
+class CurriculumConfigError(CurriculumError, ValueError):
+    """A config field is outside its allowed range or of the wrong type."""
+
+
+class InvalidScoreError(CurriculumError, ValueError):
+    """A score is NaN, infinite or outside the curriculum's `score_range`."""
+
+
+class UnknownTaskError(CurriculumError, LookupError):
+    """A task id that this curriculum never issued."""
+
+    def __str__(self) -> str:  # LookupError would quote the message like a key
+        return str(self.args[0]) if self.args else ""
+
+
+class CurriculumStateError(CurriculumError, ValueError):
+    """A state blob that is corrupted or was saved by a differently configured curriculum."""
+
+
+class LockTimeoutError(CurriculumError, TimeoutError):
+    """The shared tracker's lock could not be taken within its timeout."""
+
+
+class WorkerCopyError(CurriculumError, RuntimeError):
+    """A private per-process copy of a local curriculum was asked to record a completion."""

@@ -1,0 +1,197 @@
+"""Task generators: turn a task id into an env config and a label, deterministically.
+
+A generator is a pure function of (its own config, task id): any process that knows a task id
+can rebuild the task, which is what lets many workers share one pool by id alone.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from curriculum.errors import CurriculumConfigError
+
+__all__ = [
+    "TaskGenerator",
+    "SingleTaskGenerator",
+    "WeightedTaskSetGenerator",
+    "BucketedTaskGenerator",
+    "ValueRange",
+]
+
+_SEED_MIX = 0x9E3779B97F4A7C15
+
+
+def _task_rng(seed: int, task_id: int) -> random.Random:
+    """A generator for one task id; cheap to build and independent across ids."""
+    return random.Random((seed * _SEED_MIX) ^ task_id)
+
+
+class TaskGenerator(ABC):
+    """Maps a task id to `(env_cfg, label)`; the same id always gives the same task."""
+
+    @abstractmethod
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        """The env config and label of task `task_id`."""
+
+    @abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able description; two generators with equal descriptions make equal tasks."""
+
+    @property
+    @abstractmethod
+    def labels(self) -> tuple[str, ...]:
+        """Every label this generator can produce."""
+
+
+class SingleTaskGenerator(TaskGenerator):
+    """Always the same env config."""
+
+    def __init__(self, env_cfg: Mapping[str, Any], *, label: str | None = None) -> None:
+        if not isinstance(env_cfg, Mapping):
+            raise CurriculumConfigError(f"Expected `env_cfg` to be a mapping, received {type(env_cfg).__name__}")
+        self.env_cfg = dict(env_cfg)
+        self.label = label if label is not None else str(env_cfg.get("label", "default"))
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        return copy.deepcopy(self.env_cfg), self.label
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "single", "env_cfg": repr(sorted(self.env_cfg.items())), "label": self.label}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return (self.label,)
+
+
+class WeightedTaskSetGenerator(TaskGenerator):
+    """Picks one child generator per task id, with the given weights."""
+
+    def __init__(
+        self, children: Sequence[tuple[TaskGenerator, float]] | Sequence[TaskGenerator], *, seed: int = 0
+    ) -> None:
+        pairs = [c if isinstance(c, tuple) else (c, 1.0) for c in children]
+        if not pairs:
+            raise CurriculumConfigError("Expected `children` to hold at least one generator, received none")
+        for generator, weight in pairs:
+            if not isinstance(generator, TaskGenerator):
+                raise CurriculumConfigError(
+                    f"Expected each child to be a TaskGenerator, received {type(generator).__name__}"
+                )
+            if not (weight >= 0.0 and weight < float("inf")):
+                raise CurriculumConfigError(f"Expected child weights to be finite and >= 0, received {weight!r}")
+        total = sum(w for _, w in pairs)
+        if total <= 0.0:
+            raise CurriculumConfigError(f"Expected child weights to sum to > 0, received {total!r}")
+        self.children = [g for g, _ in pairs]
+        self.weights = [w / total for _, w in pairs]
+        self._cum = []
+        acc = 0.0
+        for w in self.weights:
+            acc += w
+            self._cum.append(acc)
+        self.seed = seed
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        u = _task_rng(self.seed, task_id).random()
+        for child, edge in zip(self.children, self._cum):
+            if u < edge:
+                return child.generate(task_id)
+        return self.children[-1].generate(task_id)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "type": "weighted_set",
+            "seed": self.seed,
+            "children": [c.describe() for c in self.children],
+            "weights": [round(w, 12) for w in self.weights],
+        }
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(label for c in self.children for label in c.labels))
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    """A continuous bucket: a uniform draw in `[low, high]` (integers if both ends are ints)."""
+
+    low: float
+    high: float
+
+    def __post_init__(self) -> None:
+        if not self.low <= self.high:
+            raise CurriculumConfigError(
+                f"Expected ValueRange low <= high, received low={self.low!r}, high={self.high!r}"
+            )
+
+    def draw(self, rng: random.Random) -> float | int:
+        if isinstance(self.low, int) and isinstance(self.high, int):
+            return rng.randint(self.low, self.high)
+        return rng.uniform(self.low, self.high)
+
+
+class BucketedTaskGenerator(TaskGenerator):
+    """A base env config with some keys drawn per task from value lists or ranges.
+
+    Keys are dotted paths into the (nested) config: `{"game.map.width": [10, 20, 40]}`.
+    """
+
+    def __init__(
+        self,
+        base_cfg: Mapping[str, Any],
+        buckets: Mapping[str, Sequence[Any] | ValueRange],
+        *,
+        label: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        if not isinstance(base_cfg, Mapping):
+            raise CurriculumConfigError(f"Expected `base_cfg` to be a mapping, received {type(base_cfg).__name__}")
+        for key, values in buckets.items():
+            if isinstance(values, ValueRange):
+                continue
+            if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
+                raise CurriculumConfigError(
+                    f"Expected bucket {key!r} to be a non-empty list of values or a ValueRange, received {values!r}"
+                )
+        self.base_cfg = dict(base_cfg)
+        self.buckets = {k: (v if isinstance(v, ValueRange) else list(v)) for k, v in buckets.items()}
+        self.label = label if label is not None else str(base_cfg.get("label", "default"))
+        self.seed = seed
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        rng = _task_rng(self.seed, task_id)
+        cfg = copy.deepcopy(self.base_cfg)
+        for key, values in self.buckets.items():
+            value = values.draw(rng) if isinstance(values, ValueRange) else values[rng.randrange(len(values))]
+            _set_path(cfg, key, value)
+        return cfg, self.label
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "type": "bucketed",
+            "seed": self.seed,
+            "label": self.label,
+            "base_cfg": repr(sorted(self.base_cfg.items())),
+            "buckets": repr(sorted(self.buckets.items())),
+        }
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return (self.label,)
+
+
+def _set_path(cfg: dict[str, Any], dotted: str, value: Any) -> None:
+    node = cfg
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = {}
+            node[part] = child
+        node = child
+    node[leaf] = value

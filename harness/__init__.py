@@ -1,0 +1,1 @@
+"""Validation harness: simulated students, test envs, runners and scenario tooling for curricula."""
