@@ -1,0 +1,30 @@
+"""Shared helpers of the speed benchmarks (run with `make bench`, never part of `make test`)."""
+
+from __future__ import annotations
+
+import pytest
+
+from curriculum import Curriculum, CurriculumConfig, LearningProgressConfig, SingleTaskGenerator, UniformConfig
+
+POOL_SIZES = (64, 1_000, 10_000, 100_000)
+PAIRS_PER_ROUND = 20_000
+
+
+def make_curriculum(pool: int, algorithm: str = "learning_progress") -> Curriculum:
+    """A curriculum of `pool` single-config tasks with the named algorithm."""
+    algo = LearningProgressConfig() if algorithm == "learning_progress" else UniformConfig()
+    config = CurriculumConfig(
+        task_generator=SingleTaskGenerator({"level": 1}, label="bench"), algorithm=algo, num_active_tasks=pool
+    )
+    return Curriculum(config)
+
+
+@pytest.fixture(scope="session")
+def figures() -> dict[str, float]:
+    """Figures collected across benchmarks, printed at the end of the session."""
+    collected: dict[str, float] = {}
+    yield collected
+    if collected:
+        print("\nbenchmark figures:")
+        for key, value in collected.items():
+            print(f"  {key}: {value:.4g}")
