@@ -76,6 +76,8 @@ class LearningProgressConfig(AlgorithmConfig):
     """alpha_s / alpha_f, in (0, 1)."""
     exploration: float = 0.1
     """Share of sampling mass spread uniformly over the pool, in [0, 1)."""
+    cold_exploration: float = 0.2
+    """Share of sampling mass split among tasks not yet warm (while any exist), in [0, 1)."""
     min_samples_for_lp: int = 5
     """Completions before a task's LP is trusted; colder tasks get the exploration weight."""
     noise_z: float = 2.0
@@ -88,6 +90,9 @@ class LearningProgressConfig(AlgorithmConfig):
         _fraction("ema_timescale", self.ema_timescale, closed_low=False, closed_high=False)
         _fraction("slow_timescale_factor", self.slow_timescale_factor, closed_low=False, closed_high=False)
         _fraction("exploration", self.exploration, closed_high=False)
+        _fraction("cold_exploration", self.cold_exploration, closed_high=False)
+        _require(self.exploration + self.cold_exploration < 1.0, "exploration + cold_exploration",
+                 "< 1", self.exploration + self.cold_exploration)
         _require(_is_int(self.min_samples_for_lp) and self.min_samples_for_lp >= 1,
                  "min_samples_for_lp", "an integer >= 1", self.min_samples_for_lp)
         _require(_is_real(self.noise_z) and self.noise_z >= 0, "noise_z", "a finite number >= 0", self.noise_z)
@@ -163,9 +168,9 @@ class CurriculumConfig:
     """Pool size (>= 1)."""
     seed: int = 0
     """Seed of the sampling random stream."""
-    min_presentations: int = 20
+    min_presentations: int = 10
     """Completions a task needs before it may be evicted (>= 1)."""
-    eviction_percentile: float = 10.0
+    eviction_percentile: float = 20.0
     """Each refresh marks at most this percent of the eligible tasks, the lowest-scoring, for
     eviction, in [0, 100]; 0 disables eviction."""
     score_range: tuple[float, float] = (0.0, 1.0)

@@ -13,9 +13,10 @@ where k * sigma is the standard deviation of the gap for white noise of variance
 score only moves as noise has a gap inside the noise band; both end with LP ~ 0. A trend of
 slope g per episode opens a gap of about g (1/a_s - 1/a_f), which clears the band.
 
-Sampling: warm tasks are weighted by LP, tasks with fewer than `min_samples_for_lp`
-completions by the largest warm LP (so new tasks get tried), then an `exploration` share is
-spread uniformly.
+Sampling: an `exploration` share is spread uniformly over the pool; a `cold_exploration`
+share is split among tasks with fewer than `min_samples_for_lp` completions (so new tasks get
+tried, but pool churn cannot crowd out learning); the rest goes to warm tasks in proportion to
+their LP. When no warm task has LP, everything but the uniform share goes to the cold ones.
 """
 
 from __future__ import annotations
@@ -104,14 +105,21 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         n = scores.shape[0]
         cold = self.tracker.completions < self.config.min_samples_for_lp
-        weights = scores.copy()
-        warm_max = float(weights[~cold].max()) if not cold.all() else 0.0
-        weights[cold] = warm_max if warm_max > 0.0 else 1.0
-        total = float(weights.sum())
+        num_cold = int(np.count_nonzero(cold))
+        warm_weights = np.where(cold, 0.0, scores)
+        warm_total = float(warm_weights.sum())
         eps = self.config.exploration
-        if not total > 0.0 or not math.isfinite(total):
-            return np.full(n, 1.0 / n)
-        return weights * ((1.0 - eps) / total) + eps / n
+        cold_share = self.config.cold_exploration if num_cold else 0.0
+        if not (warm_total > 0.0 and math.isfinite(warm_total)):
+            if not num_cold:
+                return np.full(n, 1.0 / n)
+            cold_share = 1.0 - eps  # nothing is learning: look at what has not been tried
+        probs = np.full(n, eps / n)
+        if num_cold:
+            probs[cold] += cold_share / num_cold
+        if warm_total > 0.0 and math.isfinite(warm_total):
+            probs += warm_weights * ((1.0 - eps - cold_share) / warm_total)
+        return probs
 
     def stats(self) -> dict[str, Any]:
         return {"lp_noise_band_scale": self._noise_scale}
