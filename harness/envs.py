@@ -1,0 +1,533 @@
+"""Test environments of the harness: real pufferlib `PufferEnv`s with known answers.
+
+- `TaskDependencyEnv`: reward from a `TaskDependencySimulator` student; the task is picked by
+  the env config, so a curriculum drives what the student practises.
+- `ExactAccountingEnv`: fixed reward per step and fixed episode length, so every total
+  (steps, episodes, return) is known exactly and any lost or double-counted episode shows.
+- `ResourceChainEnv`: a delayed-reward production chain (ore -> battery -> heart, first heart
+  at step 85 with the defaults) with the first-episode desync modes of the seeds' post-mortem.
+
+Shared contract (what a curriculum wrapper can rely on):
+
+- Constructors take `buf=None, seed=0`, so `pufferlib.vector.make(EnvClass, env_kwargs=...,
+  backend=Serial | Multiprocessing, ...)` builds them. All randomness comes from the
+  constructor `seed`; `reset(seed=...)` accepts a seed for API compatibility and ignores it,
+  because pufferlib passes the same seed on every vector reset and re-seeding there would
+  replay the same noise every episode.
+- The envs never reset themselves: after a step that returns `terminals` or `truncations`
+  True, the caller must call `reset()`. Stepping an ended (or never started) episode raises
+  `RuntimeError`, so a wrapper that forgets the reset fails loudly instead of training on a
+  frozen episode.
+- `set_env_config(env_cfg)` validates the config at once (a ValueError names the missing or
+  bad key) and stores it; it takes effect at the next `reset()`, never mid-episode. Each
+  config is read against the constructor defaults (keys it leaves out take the constructor
+  value, not the previous config's). The metadata key `"label"` is ignored; any other key
+  the env does not read is refused by name, so a misspelled key cannot be silently dropped.
+- `infos` is a list: empty on ordinary steps and resets, exactly one dict at the step that
+  ends an episode (one per episode, whatever `num_agents`, so counting infos counts episodes).
+- Observations are float32 boxes that echo the episode's state (and, for the accounting env,
+  the applied config); actions are `Discrete(1)` and ignored.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Final
+
+import gymnasium
+import numpy as np
+import pufferlib
+
+from harness.simulator import TaskDependencySimulator
+
+__all__ = [
+    "IGNORED_CONFIG_KEYS",
+    "DESYNC_MODES",
+    "TaskDependencyEnv",
+    "ExactAccountingEnv",
+    "ResourceChainEnv",
+]
+
+IGNORED_CONFIG_KEYS: Final = frozenset({"label"})
+"""Env config keys every harness env accepts and ignores (task metadata, not env settings)."""
+
+DESYNC_MODES: Final = ("none", "legacy", "truncate")
+
+_ACTION_SPACE = gymnasium.spaces.Discrete(1)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _is_number(value: Any) -> bool:
+    return (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, (bool, np.bool_))
+        and math.isfinite(value)
+    )
+
+
+def _positive_int(name: str, value: Any) -> int:
+    if not _is_int(value) or value < 1:
+        raise ValueError(f"Expected `{name}` to be a positive integer, received {value!r}")
+    return int(value)
+
+
+def _non_negative_int(name: str, value: Any) -> int:
+    if not _is_int(value) or value < 0:
+        raise ValueError(f"Expected `{name}` to be a non-negative integer, received {value!r}")
+    return int(value)
+
+
+def _finite(name: str, value: Any) -> float:
+    if not _is_number(value):
+        raise ValueError(f"Expected `{name}` to be a finite number, received {value!r}")
+    return float(value)
+
+
+class _HarnessEnv(pufferlib.PufferEnv):
+    """Config-at-reset plumbing and the episode-ended guard shared by the harness envs."""
+
+    CONFIG_KEYS: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, *, num_obs: int, num_agents: int, buf: dict[str, np.ndarray] | None) -> None:
+        self.single_observation_space = gymnasium.spaces.Box(
+            low=-np.inf, high=np.inf, shape=(num_obs,), dtype=np.float32
+        )
+        self.single_action_space = _ACTION_SPACE
+        self.num_agents = num_agents
+        super().__init__(buf)
+        self._pending_config: dict[str, Any] | None = None
+        self._episode_running = False
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        """Validate `env_cfg` now and apply it at the next `reset()` (never mid-episode)."""
+        if not isinstance(env_cfg, Mapping):
+            raise ValueError(f"Expected `env_cfg` to be a mapping, received {type(env_cfg).__name__}")
+        unknown = [key for key in env_cfg if key not in self.CONFIG_KEYS and key not in IGNORED_CONFIG_KEYS]
+        if unknown:
+            raise ValueError(
+                f"Unknown env config key(s) {', '.join(repr(k) for k in unknown)} for {type(self).__name__}; "
+                f"expected keys from {self.CONFIG_KEYS!r}"
+            )
+        self._pending_config = self._parse_config(env_cfg)
+
+    def _parse_config(self, env_cfg: Mapping[str, Any]) -> dict[str, Any]:
+        """The full settings of the next episodes, or a ValueError naming the bad key."""
+        raise NotImplementedError
+
+    def _take_pending_config(self) -> dict[str, Any] | None:
+        config, self._pending_config = self._pending_config, None
+        return config
+
+    def _episode_ended_error(self) -> RuntimeError:
+        return RuntimeError(
+            f"{type(self).__name__}.step() called with no running episode; call reset() first "
+            f"(the harness envs never reset themselves)"
+        )
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+class TaskDependencyEnv(_HarnessEnv):
+    """One student practising the task named by `env_cfg["task_index"]`.
+
+    Each episode is `episode_length` steps; every step is one `simulator.sample_task` practice
+    episode and pays `reward / episode_length`, so the episode return is the mean simulator
+    reward. Before any config the task is 0. When `simulator` is given, `num_tasks` is taken
+    from it and the env never re-seeds it (several envs in one process may share a student).
+    """
+
+    CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("task_index",)
+
+    def __init__(
+        self,
+        simulator: TaskDependencySimulator | None = None,
+        *,
+        num_tasks: int = 10,
+        simulator_kwargs: Mapping[str, Any] | None = None,
+        episode_length: int = 1,
+        buf: dict[str, np.ndarray] | None = None,
+        seed: int | None = 0,
+    ) -> None:
+        if simulator is None:
+            simulator = TaskDependencySimulator(num_tasks, seed=seed, **dict(simulator_kwargs or {}))
+        elif not isinstance(simulator, TaskDependencySimulator):
+            raise ValueError(
+                f"Expected `simulator` to be a TaskDependencySimulator or None, received {type(simulator).__name__}"
+            )
+        elif simulator_kwargs:
+            raise ValueError(
+                f"Expected `simulator_kwargs` only without a `simulator`, received {dict(simulator_kwargs)!r}"
+            )
+        self._episode_length = _positive_int("episode_length", episode_length)
+        self._simulator = simulator
+        self._task_index = 0
+        self._step = 0
+        self._return = 0.0
+        super().__init__(num_obs=2, num_agents=1, buf=buf)
+
+    @property
+    def simulator(self) -> TaskDependencySimulator:
+        """The student this env's rewards come from."""
+        return self._simulator
+
+    @property
+    def task_index(self) -> int:
+        """The task of the current (or last) episode."""
+        return self._task_index
+
+    @property
+    def episode_length(self) -> int:
+        """Steps per episode."""
+        return self._episode_length
+
+    def _parse_config(self, env_cfg: Mapping[str, Any]) -> dict[str, Any]:
+        if "task_index" not in env_cfg:
+            raise ValueError("Expected env config key 'task_index' (an int task index), but it is missing")
+        task_index = env_cfg["task_index"]
+        num_tasks = self._simulator.num_tasks
+        if not _is_int(task_index) or not 0 <= task_index < num_tasks:
+            raise ValueError(
+                f"Expected env config key 'task_index' to be an integer in [0, {num_tasks}), received {task_index!r}"
+            )
+        return {"task_index": int(task_index)}
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Start an episode on the configured task."""
+        config = self._take_pending_config()
+        if config is not None:
+            self._task_index = config["task_index"]
+        self._step = 0
+        self._return = 0.0
+        self._episode_running = True
+        obs = self.observations
+        obs[0, 0] = self._task_index
+        obs[0, 1] = 0.0
+        self.rewards[0] = 0.0
+        self.terminals[0] = False
+        self.truncations[0] = False
+        return obs, []
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """One practice episode of the student; the env episode ends after `episode_length`."""
+        if not self._episode_running:
+            raise self._episode_ended_error()
+        reward = self._simulator.sample_task(self._task_index) / self._episode_length
+        self._step += 1
+        self._return += reward
+        self.rewards[0] = reward
+        self.observations[0, 1] = self._step
+        if self._step < self._episode_length:
+            return self.observations, self.rewards, self.terminals, self.truncations, []
+        self._episode_running = False
+        self.terminals[0] = True
+        simulator = self._simulator
+        performance = simulator.performance
+        task = self._task_index
+        info = {
+            "task_dependency": {
+                "performance": float(performance[task]),
+                "task_index": task,
+                "mean_performance": float(performance.mean()),
+                "num_mastered": int(np.count_nonzero(performance >= simulator.mastery_threshold)),
+                "episode_return": self._return,
+            }
+        }
+        return self.observations, self.rewards, self.terminals, self.truncations, [info]
+
+
+class ExactAccountingEnv(_HarnessEnv):
+    """Pays exactly `reward_per_step` every step and ends after exactly `episode_length` steps.
+
+    `env_cfg` may set `reward_per_step` and `episode_length` (from the next reset). The
+    observation is `[episode_length, reward_per_step, step_in_episode]` of the running
+    episode, so a test can see which config an episode really ran with. Counters
+    (`episodes_completed`, `steps_taken`, `total_reward`, per agent) make totals checkable;
+    rewards pass through pufferlib's float32 buffer, so pick float32-exact rewards (1.0, 0.25).
+    """
+
+    CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("reward_per_step", "episode_length")
+
+    def __init__(
+        self,
+        *,
+        reward_per_step: float = 1.0,
+        episode_length: int = 10,
+        num_agents: int = 1,
+        buf: dict[str, np.ndarray] | None = None,
+        seed: int | None = 0,
+    ) -> None:
+        self._default_reward = _finite("reward_per_step", reward_per_step)
+        self._default_length = _positive_int("episode_length", episode_length)
+        num_agents = _positive_int("num_agents", num_agents)
+        self._reward = self._default_reward
+        self._length = self._default_length
+        self._step = 0
+        self._return = 0.0
+        self.episodes_completed = 0
+        self.steps_taken = 0
+        self.total_reward = 0.0
+        super().__init__(num_obs=3, num_agents=num_agents, buf=buf)
+        self._obs_length = self.observations[:, 0]
+        self._obs_reward = self.observations[:, 1]
+        self._obs_step = self.observations[:, 2]
+
+    @property
+    def reward_per_step(self) -> float:
+        """Reward per step of the current (or last) episode."""
+        return self._reward
+
+    @property
+    def episode_length(self) -> int:
+        """Length of the current (or last) episode."""
+        return self._length
+
+    def _parse_config(self, env_cfg: Mapping[str, Any]) -> dict[str, Any]:
+        reward = env_cfg.get("reward_per_step", self._default_reward)
+        if not _is_number(reward):
+            raise ValueError(f"Expected env config key 'reward_per_step' to be a finite number, received {reward!r}")
+        length = env_cfg.get("episode_length", self._default_length)
+        if not _is_int(length) or length < 1:
+            raise ValueError(f"Expected env config key 'episode_length' to be a positive integer, received {length!r}")
+        return {"reward_per_step": float(reward), "episode_length": int(length)}
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Start an episode with the pending config, if any."""
+        config = self._take_pending_config()
+        if config is not None:
+            self._reward = config["reward_per_step"]
+            self._length = config["episode_length"]
+        self._step = 0
+        self._return = 0.0
+        self._episode_running = True
+        self._obs_length.fill(self._length)
+        self._obs_reward.fill(self._reward)
+        self._obs_step.fill(0.0)
+        self.rewards.fill(0.0)
+        self.terminals.fill(False)
+        self.truncations.fill(False)
+        return self.observations, []
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Pay `reward_per_step`; end the episode after `episode_length` steps."""
+        if not self._episode_running:
+            raise self._episode_ended_error()
+        reward = self._reward
+        self._step += 1
+        self._return += reward
+        self.steps_taken += 1
+        self.total_reward += reward
+        self.rewards.fill(reward)
+        self._obs_step.fill(self._step)
+        if self._step < self._length:
+            return self.observations, self.rewards, self.terminals, self.truncations, []
+        self._episode_running = False
+        self.episodes_completed += 1
+        self.terminals.fill(True)
+        info = {"exact_accounting": {"episode_return": self._return, "episode_length": self._step}}
+        return self.observations, self.rewards, self.terminals, self.truncations, [info]
+
+
+class ResourceChainEnv(_HarnessEnv):
+    """A delayed-reward production chain: mine -> generator -> altar, as in the arena post-mortem.
+
+    Timeline of an episode (steps counted from 1, one per `step()` call): the mine makes an ore
+    every `ore_step` steps (steps 50, 100, ...; `ore_reward` each); each ore becomes a battery
+    `battery_delay` steps later (75, 125, ...; `battery_reward`), each battery a heart
+    `heart_delay` steps later (85, 135, ...; `heart_reward`). The mine's cooldown is thus the
+    period of the whole chain, and an episode of length L holds `L // ore_step` ores,
+    `(L - battery_delay) // ore_step` batteries and `(L - battery_delay - heart_delay) //
+    ore_step` hearts (never below 0). With the defaults the first heart comes at step 85
+    (`first_heart_step`), and a 1000-step episode earns 20 ore, 19 batteries, 19 hearts
+    (return 36.2). Episodes end with `terminals=True` after `max_steps` steps.
+
+    `desync` changes the first episode after construction only (its randomness is drawn from
+    the constructor `seed`, so workers built with different seeds get different draws):
+
+    - `"none"`: every episode is a full `max_steps` episode.
+    - `"legacy"`: the first episode's length is uniform in [max(1, max_steps // 2), max_steps]
+      and it ends as a normal terminal: a full, shorter episode (the pre-regression behaviour).
+    - `"truncate"`: the first episode is cut at a uniform step in [1, max_steps] and ends with
+      `truncations=True, terminals=False`: the regression that starved arena rewards, since a
+      cut before step 85 earns no heart.
+
+    `env_cfg` may set `max_steps`, `ore_reward`, `battery_reward` and `heart_reward`.
+    """
+
+    CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("max_steps", "ore_reward", "battery_reward", "heart_reward")
+
+    def __init__(
+        self,
+        *,
+        max_steps: int = 1000,
+        desync: str = "none",
+        ore_step: int = 50,
+        battery_delay: int = 25,
+        heart_delay: int = 10,
+        ore_reward: float = 0.1,
+        battery_reward: float = 0.8,
+        heart_reward: float = 1.0,
+        num_agents: int = 1,
+        buf: dict[str, np.ndarray] | None = None,
+        seed: int | None = 0,
+    ) -> None:
+        if desync not in DESYNC_MODES:
+            raise ValueError(f"Expected `desync` to be one of {DESYNC_MODES!r}, received {desync!r}")
+        self._defaults = {
+            "max_steps": _positive_int("max_steps", max_steps),
+            "ore_reward": _finite("ore_reward", ore_reward),
+            "battery_reward": _finite("battery_reward", battery_reward),
+            "heart_reward": _finite("heart_reward", heart_reward),
+        }
+        self._ore_step = _positive_int("ore_step", ore_step)
+        self._battery_delay = _non_negative_int("battery_delay", battery_delay)
+        self._heart_delay = _non_negative_int("heart_delay", heart_delay)
+        num_agents = _positive_int("num_agents", num_agents)
+        self._desync = desync
+        self._desync_pending = desync != "none"
+        self._rng = np.random.default_rng(seed)
+        self._config = dict(self._defaults)
+        self._ore_reward = self._config["ore_reward"]
+        self._battery_reward = self._config["battery_reward"]
+        self._heart_reward = self._config["heart_reward"]
+        self._episode_steps = self._config["max_steps"]
+        self._truncate_episode = False
+        self._step = 0
+        self._ore = self._batteries = self._hearts = 0
+        self._next_ore = self._next_battery = self._next_heart = 0
+        self._return = 0.0
+        self.episodes_completed = 0
+        super().__init__(num_obs=4, num_agents=num_agents, buf=buf)
+        self._obs_step = self.observations[:, 0]
+        self._obs_ore = self.observations[:, 1]
+        self._obs_batteries = self.observations[:, 2]
+        self._obs_hearts = self.observations[:, 3]
+
+    @property
+    def desync(self) -> str:
+        """The desync mode of the first episode."""
+        return self._desync
+
+    @property
+    def first_heart_step(self) -> int:
+        """The step (1-based) of an episode at which the first heart is made."""
+        return self._ore_step + self._battery_delay + self._heart_delay
+
+    @property
+    def episode_steps(self) -> int:
+        """Length limit of the current (or last) episode, after any desync."""
+        return self._episode_steps
+
+    @property
+    def max_steps(self) -> int:
+        """`max_steps` of the applied config."""
+        return self._config["max_steps"]
+
+    def production_counts(self, episode_length: int) -> tuple[int, int, int]:
+        """`(ore, batteries, hearts)` made in an episode of `episode_length` steps."""
+        length = _non_negative_int("episode_length", episode_length)
+        ore = length // self._ore_step
+        batteries = max(0, (length - self._battery_delay) // self._ore_step)
+        hearts = max(0, (length - self._battery_delay - self._heart_delay) // self._ore_step)
+        return ore, batteries, hearts
+
+    def _parse_config(self, env_cfg: Mapping[str, Any]) -> dict[str, Any]:
+        config = dict(self._defaults)
+        if "max_steps" in env_cfg:
+            value = env_cfg["max_steps"]
+            if not _is_int(value) or value < 1:
+                raise ValueError(f"Expected env config key 'max_steps' to be a positive integer, received {value!r}")
+            config["max_steps"] = int(value)
+        for key in ("ore_reward", "battery_reward", "heart_reward"):
+            if key in env_cfg:
+                value = env_cfg[key]
+                if not _is_number(value):
+                    raise ValueError(f"Expected env config key {key!r} to be a finite number, received {value!r}")
+                config[key] = float(value)
+        return config
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        """Start an episode with the pending config, if any; the first one may be desynced."""
+        config = self._take_pending_config()
+        if config is not None:
+            self._config = config
+            self._ore_reward = config["ore_reward"]
+            self._battery_reward = config["battery_reward"]
+            self._heart_reward = config["heart_reward"]
+        max_steps = self._config["max_steps"]
+        self._episode_steps = max_steps
+        self._truncate_episode = False
+        if self._desync_pending:
+            self._desync_pending = False
+            if self._desync == "legacy":
+                self._episode_steps = int(self._rng.integers(max(1, max_steps // 2), max_steps, endpoint=True))
+            else:
+                self._episode_steps = int(self._rng.integers(1, max_steps, endpoint=True))
+                self._truncate_episode = True
+        self._step = 0
+        self._ore = self._batteries = self._hearts = 0
+        self._next_ore = self._ore_step
+        self._next_battery = self._ore_step + self._battery_delay
+        self._next_heart = self._next_battery + self._heart_delay
+        self._return = 0.0
+        self._episode_running = True
+        self.observations.fill(0.0)
+        self.rewards.fill(0.0)
+        self.terminals.fill(False)
+        self.truncations.fill(False)
+        return self.observations, []
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """Advance the chain one step; pays for whatever it produced this step."""
+        if not self._episode_running:
+            raise self._episode_ended_error()
+        step = self._step + 1
+        self._step = step
+        reward = 0.0
+        if step == self._next_ore:
+            self._next_ore += self._ore_step
+            self._ore += 1
+            reward += self._ore_reward
+            self._obs_ore.fill(self._ore)
+        if step == self._next_battery:
+            self._next_battery += self._ore_step
+            self._batteries += 1
+            reward += self._battery_reward
+            self._obs_batteries.fill(self._batteries)
+        if step == self._next_heart:
+            self._next_heart += self._ore_step
+            self._hearts += 1
+            reward += self._heart_reward
+            self._obs_hearts.fill(self._hearts)
+        self._return += reward
+        self.rewards.fill(reward)
+        self._obs_step.fill(step)
+        if step < self._episode_steps:
+            return self.observations, self.rewards, self.terminals, self.truncations, []
+        self._episode_running = False
+        self.episodes_completed += 1
+        if self._truncate_episode:
+            self.truncations.fill(True)
+        else:
+            self.terminals.fill(True)
+        info = {
+            "resource_chain": {
+                "hearts": self._hearts,
+                "ore": self._ore,
+                "batteries": self._batteries,
+                "episode_length": step,
+                "episode_return": self._return,
+                "truncated_by_desync": self._truncate_episode,
+            }
+        }
+        return self.observations, self.rewards, self.terminals, self.truncations, [info]

@@ -1,0 +1,1 @@
+"""Scenario gate fixtures come from the `harness.pytest_plugin` entry point; nothing else here."""

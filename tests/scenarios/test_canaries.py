@@ -1,0 +1,36 @@
+"""Every scenario suite fails on its canary (proof that the gate can fail).
+
+Each suite runs in a child pytest, exactly as a user would gate their own implementation,
+with the canary plugged in through the suite's option.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.faults import CANARIES
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("module", sorted(CANARIES))
+def test_suite_fails_on_its_canary(module: str) -> None:
+    option, spec = CANARIES[module]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", f"scenarios/{module}.py", f"{option}={spec}", "-p", "no:xdist",
+         "-p", "no:randomly", "-q", "-x", "--no-header"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 1, f"suite {module} did not fail on canary {spec} (exit {proc.returncode}):\n{output}"
+    assert "failed" in output and "seed" in output, f"failure of {module} does not state its numbers:\n{output}"
+
+
+def test_every_scenario_module_has_a_canary() -> None:
+    modules = {p.stem for p in (ROOT / "scenarios").glob("test_*.py")} - {"test_curriculum_state_machine"}
+    missing = modules - set(CANARIES)
+    assert not missing, f"scenario modules without a canary: {sorted(missing)}"
