@@ -100,6 +100,7 @@ class Curriculum:
         self._tasks: list[CurriculumTask | None] = [None] * n
         self._samples = [0] * n
         self._evictable = [False] * n
+        self._eviction_threshold = -math.inf
         self._draws: list[int] = []
         self._draw_pos = 0
         self._since_refresh = 0
@@ -166,7 +167,8 @@ class Curriculum:
             if self._algorithm.record(slot, score, completions) == POOL_REFILL:
                 self._fill_pool(evicted=False)
                 self._since_refresh = self._refresh_interval
-            elif self._evictable[slot] and completions >= self._min_presentations:
+            elif (self._evictable[slot] and completions >= self._min_presentations
+                  and self._algorithm.score_at(slot) <= self._eviction_threshold):
                 self._evict(slot, task_id)
         finally:
             lock.release()
@@ -213,12 +215,17 @@ class Curriculum:
             self._evictable = self._eviction_shortlist(scores)
 
     def _eviction_shortlist(self, scores: np.ndarray) -> list[bool]:
+        """The lowest-scoring `eviction_percentile`% of eligible tasks; a shortlisted task is
+        evicted at its next completion only if its score then is still <= the cut-off."""
         eligible = np.flatnonzero(self._tracker.completions >= self._min_presentations)
         shortlist = np.zeros(self._capacity, dtype=bool)
         k = int(eligible.size * self.config.eviction_percentile / 100.0)
+        self._eviction_threshold = -math.inf
         if k > 0:
-            lowest = eligible[np.argpartition(scores[eligible], k - 1)[:k]]
+            order = np.argpartition(scores[eligible], k - 1)[:k]
+            lowest = eligible[order]
             shortlist[lowest] = True
+            self._eviction_threshold = float(scores[lowest].max())
         return shortlist.tolist()
 
     # ---- workers -----------------------------------------------------------------------------
@@ -341,6 +348,7 @@ class Curriculum:
             "since_refresh": self._since_refresh,
             "probabilities": self._probabilities.tolist(),
             "evictable": list(self._evictable),
+            "eviction_threshold": self._eviction_threshold if math.isfinite(self._eviction_threshold) else None,
             "samples": list(self._samples),
         }
 
@@ -358,6 +366,7 @@ class Curriculum:
         self._probabilities = checked["probabilities"]
         self._cdf = np.cumsum(self._probabilities)
         self._evictable = checked["evictable"]
+        self._eviction_threshold = checked["eviction_threshold"]
         self._samples = checked["samples"]
         self._tasks = [None] * self._capacity
 
@@ -370,7 +379,7 @@ class Curriculum:
         if state.get("format") != STATE_FORMAT:
             raise fail(f"expected format {STATE_FORMAT!r}, received {state.get('format')!r}")
         expected_keys = {"format", "config", "arrays", "rng", "draws", "draw_pos", "since_refresh",
-                         "probabilities", "evictable", "samples"}
+                         "probabilities", "evictable", "eviction_threshold", "samples"}
         if set(state) != expected_keys:
             raise fail(f"expected keys {sorted(expected_keys)}, received {sorted(state)}")
         if state["config"] != _normalise(self.config.describe()):
@@ -423,7 +432,10 @@ class Curriculum:
             raise fail(f"evictable must be {n} booleans")
         if not (isinstance(samples, list) and len(samples) == n and all(type(s) is int and s >= 0 for s in samples)):
             raise fail(f"samples must be {n} non-negative integers")
-        return {"arrays": arrays, "rng": rng, "draws": list(draws), "draw_pos": draw_pos, "since_refresh": since,
+        threshold = state["eviction_threshold"]
+        if not (threshold is None or (isinstance(threshold, float) and math.isfinite(threshold))):
+            raise fail(f"eviction_threshold must be None or a finite float, received {threshold!r}")
+        return {"eviction_threshold": -math.inf if threshold is None else threshold, "arrays": arrays, "rng": rng, "draws": list(draws), "draw_pos": draw_pos, "since_refresh": since,
                 "probabilities": probabilities, "evictable": list(evictable), "samples": list(samples)}
 
     # ---- lifetime ----------------------------------------------------------------------------

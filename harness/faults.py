@@ -14,7 +14,8 @@ import numpy as np
 from curriculum import Curriculum, CurriculumConfig
 from curriculum.algorithms import LearningProgressAlgorithm
 
-__all__ = ["CANARIES", "make_noise_rewarding_lp"]
+__all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
+           "make_inverted_eviction_curriculum"]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -40,9 +41,40 @@ def make_noise_rewarding_lp(config: CurriculumConfig) -> Curriculum:
     return _with_algorithm(Curriculum(config), _NoiseRewardingLP)
 
 
+class _DroppedUpdatesCurriculum(Curriculum):
+    """Bug (seeds/003): completions land in a private copy the sampler never reads, as when
+    each worker process records into its own pickled curriculum."""
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        return True
+
+
+def make_dropped_updates_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the dependency-chain scenario: sampling never learns from completions."""
+    return _DroppedUpdatesCurriculum(config)
+
+
+class _InvertedEvictionCurriculum(Curriculum):
+    """Bug: the eviction shortlist is taken from the top of the ranking, not the bottom."""
+
+    def _eviction_shortlist(self, scores: np.ndarray) -> list[bool]:
+        return super()._eviction_shortlist(-scores)
+
+
+def make_inverted_eviction_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the eviction-health scenario: evicts the tasks with the most learning progress."""
+    curriculum = _InvertedEvictionCurriculum(config)
+    algorithm = curriculum._algorithm
+    score_at = algorithm.score_at
+    algorithm.score_at = lambda slot: -score_at(slot)  # the confirmation check inverted to match
+    return curriculum
+
+
 #: scenario module -> (plug-in option, canary spec)
 CANARIES: dict[str, tuple[str, str]] = {
     "test_impossible_tasks": ("--curriculum", "harness.faults:make_noise_rewarding_lp"),
+    "test_dependency_chain": ("--curriculum", "harness.faults:make_dropped_updates_curriculum"),
+    "test_eviction_health": ("--curriculum", "harness.faults:make_inverted_eviction_curriculum"),
 }
 
 

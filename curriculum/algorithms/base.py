@@ -56,6 +56,10 @@ class CurriculumAlgorithm(ABC):
     def scores(self) -> np.ndarray:
         """Per-slot score used for sampling and eviction (lock-free read)."""
 
+    def score_at(self, slot: int) -> float:
+        """`scores()[slot]` in O(1); used to confirm an eviction against fresh numbers."""
+        return float(self.scores()[slot])
+
     @abstractmethod
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         """Sampling probabilities over slots; finite, non-negative, summing to 1."""

@@ -102,6 +102,12 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         lp[self.tracker.completions < self.config.min_samples_for_lp] = 0.0
         return lp
 
+    def score_at(self, slot: int) -> float:
+        if self.tracker.completions.item(slot) < self.config.min_samples_for_lp:
+            return 0.0
+        gap = abs(self._fast.item(slot) - self._slow.item(slot))
+        return max(gap - self._noise_scale * math.sqrt(max(self._var.item(slot), 0.0)), 0.0)
+
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         n = scores.shape[0]
         cold = self.tracker.completions < self.config.min_samples_for_lp
