@@ -1,20 +1,502 @@
-"""`curriculum-harness` command line."""
+"""`curriculum-harness`: simulate a curriculum on a simulated student, or run one scenario.
+
+    curriculum-harness simulate --tasks 10 --algorithm learning_progress --epochs 500 --out runs/x
+    curriculum-harness run impossible_tasks [--seed N] [--out DIR] [--plot]
+    curriculum-harness list
+
+`simulate` writes `metrics.jsonl` (one metric dict per epoch, the names real training logs)
+and PNG plots into `--out`, shows progress on stderr and prints a summary table. `run` runs
+one module of `scenarios/` through pytest and returns pytest's exit code. Bad arguments exit
+with code 2 and a message naming the option, the value received and what is expected.
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import math
+import os
+import subprocess
 import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TextIO
 
-__all__ = ["main"]
+__all__ = [
+    "ALGORITHMS",
+    "RUNNERS",
+    "BACKENDS",
+    "TRACKINGS",
+    "SEED_ENV",
+    "ProgressBar",
+    "available_scenarios",
+    "build_parser",
+    "main",
+]
+
+ALGORITHMS: Final = ("uniform", "learning_progress", "staged")
+"""`--algorithm` choices: uniform random, learning progress, staged progression along the chain."""
+RUNNERS: Final = ("direct", "single", "vectorized")
+"""`--runner` choices, in the order of `harness.runners`' integration levels."""
+BACKENDS: Final = ("Serial", "Multiprocessing")
+TRACKINGS: Final = ("shared", "centralized")
+IMPOSSIBLE_MODES: Final = ("zero", "noise")
+
+SEED_ENV: Final = "CURRICULUM_HARNESS_SCENARIO_SEED"
+"""Set by `run --seed N` for the child pytest: only the `scenario_seed == N` tests are kept."""
+
+_SCENARIO_PREFIX: Final = "test_"
+_PROG: Final = "curriculum-harness"
+
+
+# ---------------------------------------------------------------------------------- arguments
+def _int_type(name: str, *, minimum: int) -> Callable[[str], int]:
+    kind = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {kind}, received {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {kind}, received {text!r}")
+        return value
+
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
+
+
+def _choice_type(what: str, choices: Sequence[str]) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        if text not in choices:
+            raise argparse.ArgumentTypeError(f"unknown {what} {text!r}; expected one of: {', '.join(choices)}")
+        return text
+
+    parse.__name__ = what
+    return parse
+
+
+_positive = _int_type("positive integer", minimum=1)
+_non_negative = _int_type("non-negative integer", minimum=0)
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Shows defaults and keeps the hand-made line breaks of descriptions and epilogs."""
+
+
+def _repo_scenarios_dir() -> Path:
+    return Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def scenarios_dir() -> Path:
+    """`./scenarios` when the working directory has one, else the one next to the harness package."""
+    local = Path.cwd() / "scenarios"
+    if any(local.glob(f"{_SCENARIO_PREFIX}*.py")):
+        return local
+    return _repo_scenarios_dir()
+
+
+def available_scenarios(directory: Path | None = None) -> dict[str, str]:
+    """Scenario name (`test_<name>.py` -> `<name>`) -> first line of the module docstring."""
+    directory = directory if directory is not None else scenarios_dir()
+    found = {}
+    for path in sorted(directory.glob(f"{_SCENARIO_PREFIX}*.py")):
+        try:
+            doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        except (OSError, SyntaxError):
+            doc = ""
+        found[path.stem[len(_SCENARIO_PREFIX):]] = doc.strip().splitlines()[0] if doc.strip() else ""
+    return found
+
+
+def _scenario_listing(scenarios: Mapping[str, str]) -> str:
+    if not scenarios:
+        return f"  (no {_SCENARIO_PREFIX}*.py modules found in {scenarios_dir()})"
+    width = max(len(name) for name in scenarios)
+    return "\n".join(f"  {name:<{width}}  {doc}" for name, doc in scenarios.items())
 
 
 def build_parser() -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(prog="curriculum-harness", description="Run and plot curriculum scenarios.")
+    """The `curriculum-harness` argument parser (subcommands `simulate`, `run`, `list`)."""
+    parser = argparse.ArgumentParser(
+        prog=_PROG,
+        description="Validate curricula on simulated students: run a simulation with metrics, plots and a "
+        "summary, or run one scenario of the gate.",
+        epilog=f"`{_PROG} COMMAND --help` explains each command's options.",
+        formatter_class=_Formatter,
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    simulate = commands.add_parser(
+        "simulate",
+        help="drive a curriculum with a simulated student; write metrics.jsonl, plots and a summary",
+        description="Drive a curriculum with a TaskDependencySimulator student on a prerequisite chain "
+        "(task i needs task i-1), optionally with impossible tasks, through one of the runners. Writes "
+        "OUT/metrics.jsonl (one metric dict per epoch, named like real training: metric/*, overview/*, "
+        "env_curriculum_stats/*, env_task_dependency/*), PNG plots, and prints a summary table.",
+        formatter_class=_Formatter,
+        epilog="runners:\n"
+        "  direct      get_task/update loop feeding the stats pipeline (fastest)\n"
+        "  single      one CurriculumEnv-wrapped TaskDependencyEnv, as in real training\n"
+        "  vectorized  --envs envs under pufferlib (--backend, --tracking); under Multiprocessing every\n"
+        "              worker process has its own copy of the student\n\n"
+        "example:\n"
+        f"  {_PROG} simulate --tasks 10 --algorithm learning_progress --epochs 500 "
+        "--episodes-per-epoch 100 --out runs/lp",
+    )
+    simulate.add_argument("--tasks", type=_positive, default=10, metavar="N",
+                          help="learnable tasks in the prerequisite chain")
+    simulate.add_argument("--impossible", type=_non_negative, default=0, metavar="N",
+                          help="impossible tasks added beside the learnable ones (then the learnable tasks are "
+                          "independent, labelled 'learnable', as in the impossible-tasks scenario)")
+    simulate.add_argument("--impossible-mode", type=_choice_type("impossible mode", IMPOSSIBLE_MODES),
+                          default="zero", metavar="{" + ",".join(IMPOSSIBLE_MODES) + "}",
+                          help="reward of impossible tasks: always 0, or a constant plus noise")
+    simulate.add_argument("--algorithm", type=_choice_type("algorithm", ALGORITHMS), default="learning_progress",
+                          metavar="{" + ",".join(ALGORITHMS) + "}",
+                          help="how tasks are sampled: uniform random, learning progress, or staged progression "
+                          "(one stage per chain task, in order)")
+    simulate.add_argument("--pool", type=_positive, default=32, metavar="N",
+                          help="active tasks in the curriculum pool (num_active_tasks)")
+    simulate.add_argument("--epochs", type=_positive, default=500, metavar="N", help="epochs to run")
+    simulate.add_argument("--episodes-per-epoch", type=_positive, default=100, metavar="N",
+                          help="episodes per epoch; one metrics line is written per epoch")
+    simulate.add_argument("--seed", type=_non_negative, default=0, metavar="N",
+                          help="seed of the student and the curriculum")
+    simulate.add_argument("--runner", type=_choice_type("runner", RUNNERS), default="direct",
+                          metavar="{" + ",".join(RUNNERS) + "}", help="integration level (see below)")
+    simulate.add_argument("--envs", type=_positive, default=8, metavar="N",
+                          help="environments of the vectorized runner (other runners ignore it)")
+    simulate.add_argument("--workers", type=_positive, default=None, metavar="N",
+                          help="worker processes of the Multiprocessing backend (default: as many as fit the "
+                          "CPU cores and divide --envs)")
+    simulate.add_argument("--backend", type=_choice_type("backend", BACKENDS), default="Serial",
+                          metavar="{" + ",".join(BACKENDS) + "}", help="pufferlib backend of the vectorized runner")
+    simulate.add_argument("--tracking", type=_choice_type("tracking", TRACKINGS), default="shared",
+                          metavar="{" + ",".join(TRACKINGS) + "}",
+                          help="vectorized runner: every worker writes a shared-memory tracker, or the main "
+                          "process records every completion and broadcasts stage changes")
+    simulate.add_argument("--out", type=Path, default=None, metavar="DIR",
+                          help="output directory (default: runs/<algorithm>-<tasks>tasks-seed<seed>)")
+    simulate.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
+                          help="write PNG plots into the output directory")
+    simulate.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
+                          help="show a progress bar on stderr")
+
+    scenarios = available_scenarios()
+    run = commands.add_parser(
+        "run",
+        help="run one scenario module of the gate through pytest",
+        description=f"Run scenarios/{_SCENARIO_PREFIX}<SCENARIO>.py through pytest and exit with pytest's "
+        "exit code. Arguments after `--` go to pytest (e.g. -- --curriculum=mypkg.mod:factory -x).",
+        formatter_class=_Formatter,
+        epilog="available scenarios:\n" + _scenario_listing(scenarios),
+    )
+    run.add_argument("scenario", metavar="SCENARIO", help="scenario name (see the list below)")
+    run.add_argument("--seed", type=_non_negative, default=None, metavar="N",
+                     help="run the seeded tests with this seed only (golden snapshots are compared only "
+                     "without --seed, at the pinned seed)")
+    run.add_argument("--out", type=Path, default=None, metavar="DIR",
+                     help="write junit.xml and the metrics of every runner-driven run (one JSONL each) here")
+    run.add_argument("--plot", action=argparse.BooleanOptionalAction, default=False,
+                     help="plot every recorded run into DIR/<run>/ (needs --out)")
+    run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments")
+
+    listing = commands.add_parser("list", help="list the scenarios `run` accepts", formatter_class=_Formatter,
+                                  description="List the scenario modules of the gate, with what each protects.")
+    for command in (simulate, run, listing):
+        command.set_defaults(command_parser=command)  # usage errors after parsing name the subcommand
+    return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    build_parser().parse_args(argv)
+def _check_output_dir(parser: argparse.ArgumentParser, option: str, path: Path) -> Path:
+    """Create `path` and prove it writable now, so a long run cannot fail at its end."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe = path / ".curriculum-harness-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        parser.error(f"argument {option}: cannot write to {str(path)!r} ({reason}); expected a writable directory")
+    return path
+
+
+# ---------------------------------------------------------------------------------- progress
+class ProgressBar:
+    """A one-line progress bar on a stream (stderr): redrawn in place on a terminal, every 10% otherwise."""
+
+    WIDTH: Final = 28
+
+    def __init__(self, total: int, *, unit: str = "episodes", stream: TextIO | None = None,
+                 enabled: bool = True, min_interval: float = 0.1) -> None:
+        self.total = max(1, int(total))
+        self.unit = unit
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled
+        self.min_interval = min_interval
+        self.interactive = bool(getattr(self.stream, "isatty", lambda: False)())
+        self._start = time.perf_counter()
+        self._last_draw = -math.inf
+        self._last_decile = -1
+        self._done = 0
+
+    def update(self, done: int) -> None:
+        """Report `done` units finished so far."""
+        self._done = min(int(done), self.total)
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        if self.interactive:
+            if now - self._last_draw >= self.min_interval or self._done >= self.total:
+                self._last_draw = now
+                self.stream.write("\r" + self._line(now))
+                self.stream.flush()
+        else:
+            decile = self._done * 10 // self.total
+            if decile > self._last_decile:
+                self._last_decile = decile
+                self.stream.write(self._line(now) + "\n")
+                self.stream.flush()
+
+    def _line(self, now: float) -> str:
+        fraction = self._done / self.total
+        filled = int(round(fraction * self.WIDTH))
+        elapsed = max(now - self._start, 1e-9)
+        rate = self._done / elapsed
+        eta = (self.total - self._done) / rate if rate > 0 else math.inf
+        eta_text = _duration(eta) if math.isfinite(eta) else "?"
+        return (f"[{'#' * filled}{'-' * (self.WIDTH - filled)}] {fraction:4.0%} "
+                f"{self._done:,}/{self.total:,} {self.unit}  {_rate(rate)}/s  ETA {eta_text} ")
+
+    def close(self) -> None:
+        """End the line (on a terminal) so later output starts on its own line."""
+        if self.enabled and self.interactive:
+            self.stream.write("\r" + self._line(time.perf_counter()) + "\n")
+            self.stream.flush()
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}" if seconds >= 3600 \
+        else f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _rate(value: float) -> str:
+    for divisor, suffix in ((1e6, "M"), (1e3, "k")):
+        if value >= divisor:
+            return f"{value / divisor:.1f}{suffix}"
+    return f"{value:.0f}"
+
+
+# ---------------------------------------------------------------------------------- simulate
+def _build_space(args: argparse.Namespace) -> Any:
+    from harness.task_spaces import chain_task_space, impossible_task_space
+
+    if args.impossible:
+        return impossible_task_space(num_learnable=args.tasks, num_impossible=args.impossible,
+                                     mode=args.impossible_mode, seed=args.seed)
+    return chain_task_space(num_tasks=args.tasks, seed=args.seed)
+
+
+def _build_config(args: argparse.Namespace, space: Any) -> Any:
+    from curriculum import (
+        BucketedTaskGenerator,
+        CurriculumConfig,
+        LearningProgressConfig,
+        Stage,
+        StagedProgressionConfig,
+        UniformConfig,
+    )
+
+    if args.algorithm == "staged":
+        stages = [Stage(f"task_{i}", BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}", seed=args.seed))
+                  for i in range(args.tasks)]
+        return CurriculumConfig(algorithm=StagedProgressionConfig(stages=stages), num_active_tasks=args.pool,
+                                seed=args.seed)
+    algorithm = UniformConfig() if args.algorithm == "uniform" else LearningProgressConfig()
+    return CurriculumConfig(task_generator=space.generator, algorithm=algorithm, num_active_tasks=args.pool,
+                            seed=args.seed)
+
+
+def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    if args.algorithm == "staged" and args.impossible:
+        parser.error(f"argument --algorithm: 'staged' runs one stage per chain task and needs --impossible 0, "
+                     f"received --impossible {args.impossible}")
+    if args.runner == "vectorized" and args.tracking == "centralized" and args.algorithm != "staged":
+        parser.error(f"argument --tracking: 'centralized' broadcasts stage changes and needs --algorithm staged, "
+                     f"received --algorithm {args.algorithm}; use --tracking shared")
+    if args.workers is not None and args.envs % args.workers:
+        parser.error(f"argument --workers: expected a divisor of --envs {args.envs}, received {args.workers}")
+    out = args.out if args.out is not None else Path("runs") / f"{args.algorithm}-{args.tasks}tasks-seed{args.seed}"
+    _check_output_dir(parser, "--out", out)
+
+    from curriculum import Curriculum, gini_coefficient
+    from harness import runners
+    from harness.recorder import MetricsRecorder
+
+    space = _build_space(args)
+    config = _build_config(args, space)
+    episodes = args.epochs * args.episodes_per_epoch
+    progress = ProgressBar(episodes, enabled=args.progress)
+    label = {"direct": "direct", "single": "single env",
+             "vectorized": f"vectorized {args.backend}, {args.envs} envs, {args.tracking} tracking"}[args.runner]
+    print(f"{args.algorithm} on {_describe_space(args)}, seed {args.seed}, {label} runner: "
+          f"{episodes:,} episodes", file=sys.stderr)
+
+    def on_epoch(metrics: Mapping[str, Any]) -> None:
+        progress.update(int(metrics.get("metric/agent_step", 0)))
+
+    started = time.perf_counter()
+    with MetricsRecorder(out / "metrics.jsonl") as recorder:
+        if args.runner == "vectorized":
+            result = runners.run_vectorized(
+                config, _SpaceFactory(args), backend=args.backend, tracking=args.tracking, num_envs=args.envs,
+                num_workers=args.workers, episodes=episodes, epoch_length=args.episodes_per_epoch,
+                recorder=recorder, on_epoch=on_epoch,
+            )
+        else:
+            curriculum = Curriculum(config)
+            try:
+                run = runners.run_direct if args.runner == "direct" else runners.run_single_env
+                result = run(curriculum, space, episodes=episodes, epoch_length=args.episodes_per_epoch,
+                             recorder=recorder, on_epoch=on_epoch)
+            finally:
+                curriculum.close()
+    elapsed = time.perf_counter() - started
+    progress.close()
+
+    plots: list[Path] = []
+    if args.plot:
+        from harness.plots import write_plots
+
+        plots = write_plots(result.recorder, out, title=f"{args.algorithm}, {_describe_space(args)}, seed {args.seed}")
+    print(_summary(args, space, result, elapsed, out, plots, gini_coefficient))
     return 0
+
+
+class _SpaceFactory:
+    """Picklable `() -> TaskSpace` for the vectorized runner (workers build their own student)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.tasks, self.impossible, self.mode, self.seed = args.tasks, args.impossible, args.impossible_mode, args.seed
+
+    def __call__(self) -> Any:
+        return _build_space(argparse.Namespace(tasks=self.tasks, impossible=self.impossible,
+                                               impossible_mode=self.mode, seed=self.seed))
+
+
+def _describe_space(args: argparse.Namespace) -> str:
+    if args.impossible:
+        return f"{args.tasks} learnable + {args.impossible} {args.impossible_mode}-impossible tasks"
+    return f"a {args.tasks}-task chain"
+
+
+def _summary(args: argparse.Namespace, space: Any, result: Any, elapsed: float, out: Path, plots: list[Path],
+             gini: Callable[[Sequence[float]], float]) -> str:
+    from harness.plots import PERFORMANCE_PREFIX
+
+    last = result.recorder.last
+    performance = [v for k, v in last.items() if k.startswith(PERFORMANCE_PREFIX) and isinstance(v, (int, float))]
+    threshold = space.simulator.mastery_threshold
+    mean_performance = sum(performance) / len(performance) if performance else math.nan
+    mastered = sum(1 for v in performance if v >= threshold)
+    counts: Counter = result.samples_by_label
+    total = sum(counts.values())
+    rows = [
+        ("episodes", f"{result.episodes:,} ({len(result.recorder.epochs):,} epochs of {args.episodes_per_epoch:,})"),
+        ("completions/s", f"{result.episodes / elapsed:,.0f}" if elapsed > 0 else "n/a"),
+        ("final mean performance", f"{mean_performance:.3f} (over {len(performance)} tasks, last epoch)"),
+        ("tasks mastered", f"{mastered} / {len(performance)} (performance >= {threshold:g})"),
+        ("sampling Gini", f"{gini(list(counts.values())):.3f} (episodes per label, whole run; 0 = even)"),
+        ("metrics", str(out / "metrics.jsonl")),
+    ]
+    if plots:
+        rows.append(("plots", ", ".join(str(p) for p in plots)))
+    width = max(len(name) for name, _ in rows)
+    lines = ["", "Summary", *(f"  {name:<{width}}  {value}" for name, value in rows)]
+    top = counts.most_common(5)
+    if top:
+        label_width = max(5, *(len(label) for label, _ in top))
+        lines += ["", f"Top labels by samples (of {len(counts)})",
+                  f"  {'label':<{label_width}}  {'samples':>10}  {'share':>6}"]
+        lines += [f"  {label:<{label_width}}  {count:>10,}  {count / total:>6.1%}" for label, count in top]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------- run / list
+def _run_scenario(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    directory = scenarios_dir()
+    scenarios = available_scenarios(directory)
+    name = args.scenario[len(_SCENARIO_PREFIX):] if args.scenario.startswith(_SCENARIO_PREFIX) else args.scenario
+    name = name[:-3] if name.endswith(".py") else name
+    if name not in scenarios:
+        parser.error(f"unknown scenario {args.scenario!r}; expected one of: {', '.join(scenarios) or '(none found)'}"
+                     f" (from {directory})")
+    if args.plot and args.out is None:
+        parser.error("argument --plot: needs --out DIR to write the plots into")
+    command = [sys.executable, "-m", "pytest", str(directory / f"{_SCENARIO_PREFIX}{name}.py"), "-p", "harness.cli"]
+    env = dict(os.environ)
+    if args.seed is not None:
+        command += [f"--scenario-seeds={args.seed + 1}"]
+        env[SEED_ENV] = str(args.seed)
+    metrics_dir = None
+    if args.out is not None:
+        from harness.runners import METRICS_DIR_ENV
+
+        out = _check_output_dir(parser, "--out", args.out)
+        metrics_dir = out / "metrics"
+        env[METRICS_DIR_ENV] = str(metrics_dir.resolve())
+        command += [f"--junitxml={(out / 'junit.xml').resolve()}"]
+    command += list(args.pytest_args)
+    print("$ " + " ".join(command), file=sys.stderr)
+    code = subprocess.run(command, cwd=directory.parent, env=env).returncode
+    if metrics_dir is not None:
+        runs = sorted(metrics_dir.glob("*.jsonl")) if metrics_dir.is_dir() else []
+        print(f"\n{len(runs)} recorded run(s) in {metrics_dir}", file=sys.stderr)
+        if args.plot and runs:
+            from harness.plots import write_plots
+
+            for path in runs:
+                write_plots(path, args.out / path.stem, title=path.stem)
+            print(f"plots in {args.out}/<run>/", file=sys.stderr)
+    return code
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """pytest hook (this module is loaded with `-p harness.cli` by `run`): keep only `--seed N`."""
+    wanted = os.environ.get(SEED_ENV)
+    if wanted is None:
+        return
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        (keep if "scenario_seed" not in params or str(params["scenario_seed"]) == wanted else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+def _list(_: argparse.ArgumentParser, __: argparse.Namespace) -> int:
+    scenarios = available_scenarios()
+    print(f"scenarios in {scenarios_dir()}:")
+    print(_scenario_listing(scenarios))
+    return 0
+
+
+_COMMANDS: Final = {"simulate": _simulate, "run": _run_scenario, "list": _list}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the console script; returns the exit code (2 for bad arguments)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+        return _COMMANDS[args.command](args.command_parser, args)
+    except SystemExit as exc:  # argparse's usage errors (2) and --help (0)
+        return exc.code if isinstance(exc.code, int) else 1
 
 
 if __name__ == "__main__":

@@ -15,7 +15,8 @@ from curriculum import Curriculum, CurriculumConfig
 from curriculum.algorithms import LearningProgressAlgorithm
 
 __all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
-           "make_inverted_eviction_curriculum"]
+           "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
+           "make_unlocked_shared_curriculum"]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -70,11 +71,38 @@ def make_inverted_eviction_curriculum(config: CurriculumConfig) -> Curriculum:
     return curriculum
 
 
+class _LossyCheckpointCurriculum(Curriculum):
+    """Bug: the checkpoint leaves out the sampler's random state and pending draws."""
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        rng, draws, draw_pos = self._rng, self._draws, self._draw_pos
+        super().load_state(state)
+        self._rng, self._draws, self._draw_pos = rng, draws, draw_pos
+
+
+def make_lossy_checkpoint_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the checkpoint/resume scenario."""
+    return _LossyCheckpointCurriculum(config)
+
+
+def make_unlocked_shared_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
+                                    lock_timeout: float | None = None) -> Curriculum:
+    """Canary of the shared-tracker scenario: the lock around read-modify-write was removed
+    along with the defensive read locks (seeds/002, task 2, gone one step too far)."""
+    from curriculum.memory import _NullLock
+
+    curriculum = Curriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
+    curriculum._lock = _NullLock()
+    return curriculum
+
+
 #: scenario module -> (plug-in option, canary spec)
 CANARIES: dict[str, tuple[str, str]] = {
     "test_impossible_tasks": ("--curriculum", "harness.faults:make_noise_rewarding_lp"),
     "test_dependency_chain": ("--curriculum", "harness.faults:make_dropped_updates_curriculum"),
     "test_eviction_health": ("--curriculum", "harness.faults:make_inverted_eviction_curriculum"),
+    "test_checkpoint_resume": ("--curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),
+    "test_shared_tracker_locking": ("--curriculum", "harness.faults:make_unlocked_shared_curriculum"),
 }
 
 

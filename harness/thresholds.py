@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT"]
+__all__ = ["IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER"]
 
 
 @dataclass(frozen=True)
@@ -81,3 +81,21 @@ class CheckpointLimits:
 DEPENDENCY_CHAIN = DependencyChainLimits()
 EVICTION = EvictionLimits()
 CHECKPOINT = CheckpointLimits()
+
+
+@dataclass(frozen=True)
+class SharedTrackerLimits:
+    """Lock removal must not corrupt stats: exact counts under real concurrency."""
+
+    writers: int = 3
+    readers: int = 1
+    updates_per_writer: int = 4000
+    pool: int = 4
+    """A small pool so writers collide on the same tasks."""
+    lock_timeout: float = 1.0
+    """Seconds a writer waits for a lock held by a live, stuck process before it errors."""
+    max_wait_after_kill: float = 5.0
+    """Seconds the survivors may take to finish once the lock holder was SIGKILLed."""
+
+
+SHARED_TRACKER = SharedTrackerLimits()
