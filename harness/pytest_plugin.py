@@ -5,12 +5,15 @@ Options (one group, `curriculum-harness`):
   --curriculum-env=package.module:Class gate another CurriculumEnv-compatible wrapper
   --scenario-seeds=N                    run every seeded scenario over seeds 0..N-1
 Fixtures: `curriculum_factory`, `curriculum_env_class`, `uses_builtin_curriculum`,
-`scenario_seed` (parametrised), `golden` (syrupy snapshot stored under `golden/<module>/`).
+`scenario_seed` (parametrised), `golden` (syrupy snapshot stored under `golden/<module>/`),
+`check_limit` (asserts a measured number against its limit and records the margin; the
+terminal summary lists the worst margin of every check, which is how limits are calibrated).
 """
 
 from __future__ import annotations
 
 import importlib
+from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
@@ -18,7 +21,10 @@ import pytest
 
 from harness.golden import GoldenSnapshotExtension
 
-__all__ = ["load_object", "DEFAULT_SCENARIO_SEEDS"]
+__all__ = ["load_object", "DEFAULT_SCENARIO_SEEDS", "MARGIN_PROPERTY"]
+
+#: user_properties key under which `check_limit` records measured values (travels with xdist).
+MARGIN_PROPERTY = "scenario_limit"
 
 #: Seeds a scenario runs with when no sweep is asked for.
 DEFAULT_SCENARIO_SEEDS = (0,)
@@ -124,3 +130,48 @@ def golden(snapshot: Any, request: pytest.FixtureRequest, uses_builtin_curriculu
             assert metrics == extension
 
     return check
+
+
+@pytest.fixture
+def check_limit(request: pytest.FixtureRequest, scenario_seed: int) -> Callable[..., None]:
+    """`check_limit(name, measured, limit, *, upper=True, what="...")`.
+
+    Fails with "<what> <measured>, limit <limit>, seed <seed>" when `measured` is above an upper
+    limit (or below a lower one), and records the margin for the end-of-run summary.
+    """
+
+    def check(name: str, measured: float, limit: float, *, upper: bool = True, what: str, fmt: str = ".4g") -> None:
+        measured = float(measured)
+        request.node.user_properties.append((MARGIN_PROPERTY, (name, measured, float(limit), upper, scenario_seed)))
+        ok = measured <= limit if upper else measured >= limit
+        bound = "at most" if upper else "at least"
+        assert ok, f"{what} {measured:{fmt}}, limit {bound} {limit:{fmt}}, seed {scenario_seed}"
+
+    return check
+
+
+_margins: dict[str, list[tuple[float, float, bool, int]]] = defaultdict(list)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when != "call":
+        return
+    for key, value in report.user_properties:
+        if key == MARGIN_PROPERTY:
+            name, measured, limit, upper, seed = value
+            _margins[name].append((measured, limit, upper, seed))
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not _margins:
+        return
+    terminalreporter.section("scenario limits: worst measured value per check")
+    for name in sorted(_margins):
+        runs = _margins[name]
+        measured, limit, upper, seed = max(runs, key=lambda r: r[0] - r[1] if r[2] else r[1] - r[0])
+        margin = (limit - measured) if upper else (measured - limit)
+        mean = sum(r[0] for r in runs) / len(runs)
+        terminalreporter.write_line(
+            f"{name}: worst {measured:.4g} (seed {seed}) vs limit {'<=' if upper else '>='} {limit:.4g}, "
+            f"margin {margin:.4g}, mean {mean:.4g} over {len(runs)} run(s)"
+        )

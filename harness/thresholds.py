@@ -25,12 +25,15 @@ class ImpossibleTasksLimits:
     """Per-label LP is averaged over epochs after the first two (the warm-up)."""
     max_zero_share: float = 0.20
     """5 learnable + 5 always-zero tasks: impossible share of samples (uniform would be 0.50;
-    30 seeds: mean 0.089, worst 0.111)."""
-    max_noise_share: float = 0.40
-    """5 learnable + 5 constant-plus-noise tasks (uniform 0.50; 30 seeds: mean 0.243, worst 0.336)."""
-    min_mostly_impossible_learnable_share: float = 0.20
-    """5 learnable + 45 impossible: learnable share, at least twice uniform (0.10; 30 seeds:
-    mean 0.418, worst 0.261)."""
+    40 seeds: worst 0.103)."""
+    min_lp_gap: float = 0.01
+    """Mean per-label LP of every learnable label minus every impossible label (40 seeds:
+    worst 0.055 with noise, 0.085 with zeros)."""
+    max_noise_share: float = 0.35
+    """5 learnable + 5 constant-plus-noise tasks (uniform 0.50; 40 seeds: worst 0.269)."""
+    min_mostly_impossible_learnable_share: float = 0.25
+    """5 learnable + 45 impossible: learnable share, at least 2.5x uniform (0.10; 40 seeds:
+    mean above 0.5, worst 0.324)."""
 
 
 IMPOSSIBLE_TASKS = ImpossibleTasksLimits()
@@ -45,12 +48,15 @@ class DependencyChainLimits:
     max_episodes: int = 60_000
     check_every: int = 50
     """Mastery of all tasks is checked every this many episodes."""
-    max_ratio_to_uniform: float = 0.90
-    """Episodes to master all tasks with the curriculum / with uniform random practice, same
-    seed (30 seeds: mean 0.61, worst 0.80)."""
-    min_index_shift: float = 0.75
+    baseline_runs: int = 5
+    """Uniform-practice runs whose median is the baseline."""
+    max_ratio_to_uniform: float = 0.95
+    """Episodes to master all tasks with the curriculum / median of uniform random practice,
+    same seed (40 seeds: mean 0.53, 95th percentile 0.66, worst 0.87: a seed whose pool lacks
+    a chain task until eviction brings it in; the dropped-updates canary scores >= 1)."""
+    min_index_shift: float = 1.0
     """Mean sampled task index in the last third of the run minus the first third: sampling
-    mass moves along the chain (30 seeds: mean 2.36, worst 1.27)."""
+    mass moves along the chain (40 seeds: worst 2.44)."""
 
 
 @dataclass(frozen=True)
@@ -59,13 +65,13 @@ class EvictionLimits:
 
     episodes: int = 4000
     pool: int = 32
-    max_rank: float = 0.6
+    max_rank: float = 0.75
     """Rank of an evicted task = share of eligible tasks scoring strictly lower just before
     its last completion. The sampling distribution and eviction shortlist are refreshed every
-    `refresh_interval` completions, so single evictions can lag the live ranking (20 seeds:
-    worst 0.50, 99th percentile 0.36)."""
+    `refresh_interval` completions, so single evictions can lag the live ranking (40 seeds,
+    1316 evictions: worst 0.62)."""
     max_mean_rank: float = 0.15
-    """Mean rank over all evictions of a run (20 seeds: mean 0.036)."""
+    """Mean rank over all evictions of a run (40 seeds: worst 0.072)."""
     min_evictions: int = 10
     """Evictions must actually happen in this task space (5 learnable + 5 impossible)."""
 

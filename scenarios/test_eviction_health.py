@@ -15,7 +15,7 @@ from harness.task_spaces import impossible_task_space
 from harness.thresholds import EVICTION as LIMITS
 
 
-def test_pool_stays_full_and_evicts_only_stagnant_tasks(curriculum_factory, scenario_seed, golden) -> None:
+def test_pool_stays_full_and_evicts_only_stagnant_tasks(curriculum_factory, scenario_seed, golden, check_limit) -> None:
     space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
     config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
                               num_active_tasks=LIMITS.pool, seed=scenario_seed)
@@ -45,18 +45,13 @@ def test_pool_stays_full_and_evicts_only_stagnant_tasks(curriculum_factory, scen
             f"task {task.task_id} was evicted after {completions} completions, minimum {config.min_presentations}, "
             f"episode {episode}, seed {scenario_seed}"
         )
-        assert rank <= LIMITS.max_rank, (
-            f"task {task.task_id} was evicted with score {score:.4f} while {rank:.0%} of eligible tasks scored lower, "
-            f"limit {LIMITS.max_rank:.0%}, episode {episode}, seed {scenario_seed}"
-        )
-    assert len(evictions) >= LIMITS.min_evictions, (
-        f"only {len(evictions)} evictions were observed in {LIMITS.episodes} episodes, expected at least "
-        f"{LIMITS.min_evictions}, seed {scenario_seed}"
-    )
+        check_limit("eviction_rank", rank, LIMITS.max_rank, fmt=".0%",
+                    what=f"task {task.task_id} was evicted at episode {episode} with score {score:.4f}; "
+                    "share of eligible tasks scoring lower:")
+    check_limit("evictions_observed", len(evictions), LIMITS.min_evictions, upper=False, fmt=".0f",
+                what=f"evictions observed in {LIMITS.episodes} episodes:")
     mean_rank = float(np.mean(evictions))
-    assert mean_rank <= LIMITS.max_mean_rank, (
-        f"evicted tasks had a mean rank of {mean_rank:.0%} among eligible tasks over {len(evictions)} evictions, "
-        f"limit {LIMITS.max_mean_rank:.0%}, seed {scenario_seed}"
-    )
+    check_limit("eviction_mean_rank", mean_rank, LIMITS.max_mean_rank, fmt=".1%",
+                what=f"mean rank of evicted tasks among eligible ones over {len(evictions)} evictions:")
     golden({"mean_rank": mean_rank, "observed_evictions": len(evictions), "stats": {k: v for k, v in curriculum.stats().items()
                                                             if k in ("evictions", "tasks_created")}})

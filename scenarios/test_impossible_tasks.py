@@ -39,34 +39,31 @@ def _mean_label_lp(result: RunResult, label: str) -> float:
 
 
 @pytest.mark.parametrize("mode", ["zero", "noise"])
-def test_impossible_tasks_get_low_lp_and_few_samples(curriculum_factory, scenario_seed, mode, golden) -> None:
+def test_impossible_tasks_get_low_lp_and_few_samples(curriculum_factory, scenario_seed, mode, golden,
+                                                     check_limit) -> None:
     space = impossible_task_space(num_learnable=5, num_impossible=5, mode=mode, seed=scenario_seed)
     result = _run(curriculum_factory, space, scenario_seed)
     share = _share(result, space.impossible_labels)
     limit = LIMITS.max_zero_share if mode == "zero" else LIMITS.max_noise_share
     counted = LIMITS.episodes - LIMITS.warmup_episodes
-    assert share <= limit, (
-        f"{mode} impossible tasks got {share:.1%} of samples after {LIMITS.episodes} episodes "
-        f"(uniform share 50%), limit {limit:.0%}, seed {scenario_seed}"
-    )
+    check_limit(f"{mode}_impossible_share", share, limit, fmt=".1%",
+                what=f"{mode} impossible tasks (uniform share 50%) got a sample share after {LIMITS.episodes} episodes of")
     lp = {label: _mean_label_lp(result, label) for label in space.learnable_labels + space.impossible_labels}
     for impossible in space.impossible_labels:
         for learnable in space.learnable_labels:
-            assert lp[impossible] < lp[learnable], (
-                f"per-label LP of {impossible} ({lp[impossible]:.4f}) is not below {learnable} "
-                f"({lp[learnable]:.4f}), mean over epochs {LIMITS.lp_skip_epochs}+, seed {scenario_seed}"
-            )
+            check_limit(f"{mode}_lp_gap", lp[learnable] - lp[impossible], LIMITS.min_lp_gap, upper=False,
+                        what=f"per-label LP of {learnable} ({lp[learnable]:.4f}) minus {impossible} "
+                        f"({lp[impossible]:.4f}), mean over epochs {LIMITS.lp_skip_epochs}+, is")
     golden({"impossible_share": share, "counted_episodes": counted, "mean_per_label_lp": lp,
             "samples_by_label": dict(result.samples_by_label)})
 
 
-def test_mostly_impossible_space_still_trains_learnable_tasks(curriculum_factory, scenario_seed, golden) -> None:
+def test_mostly_impossible_space_still_trains_learnable_tasks(curriculum_factory, scenario_seed, golden,
+                                                             check_limit) -> None:
     space = impossible_task_space(num_learnable=5, num_impossible=45, mode="zero", seed=scenario_seed)
     result = _run(curriculum_factory, space, scenario_seed)
     share = _share(result, space.learnable_labels)
-    limit = LIMITS.min_mostly_impossible_learnable_share
-    assert share >= limit, (
-        f"learnable tasks (10% of the task space) got {share:.1%} of samples after {LIMITS.episodes} episodes, "
-        f"limit at least {limit:.0%} (twice uniform), seed {scenario_seed}"
-    )
+    check_limit("mostly_impossible_learnable_share", share, LIMITS.min_mostly_impossible_learnable_share,
+                upper=False, fmt=".1%",
+                what=f"learnable tasks (10% of the task space) got a sample share after {LIMITS.episodes} episodes of")
     golden({"learnable_share": share, "samples_by_label": dict(result.samples_by_label)})

@@ -2,7 +2,10 @@
 
 Per task, a completion's score s becomes a baseline-normalised signal
 x = (s - b) / (1 - b), with b = min(first score, max_baseline). Two EMAs follow x, a fast
-one (rate a_f) and a slow one (rate a_s = a_f * slow_timescale_factor). Learning progress is
+one (rate a_f) and a slow one (rate a_s = a_f * slow_timescale_factor). For the first
+`min_samples_for_lp` completions both hold the running mean of x (and the noise variance the
+running variance), so the EMAs start from an average rather than from one noisy score,
+whose decaying offset would otherwise look like progress. Learning progress is
 their gap in either direction (improving or forgetting), minus what noise alone would make:
 
     LP = max(0, |fast - slow| - noise_z * k * sigma),
@@ -49,6 +52,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         k2 = a_f / (2 - a_f) + a_s / (2 - a_s) - 2 * a_f * a_s / (a_f + a_s - a_f * a_s)
         self._noise_scale = config.noise_z * math.sqrt(max(k2, 0.0))
         self._max_baseline = config.max_baseline
+        self._warmup = config.min_samples_for_lp
 
     def extra_layout(self) -> dict[str, tuple[str, int]]:
         n = self.capacity
@@ -76,18 +80,23 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         if completions == 1:
             b = score if score < self._max_baseline else self._max_baseline
             self._baseline[slot] = b
-            x = (score - b) / (1.0 - b)
-            self._fast[slot] = x
-            self._slow[slot] = x
-            self._var[slot] = 0.0
-            return POOL_UNCHANGED
-        b = self._baseline.item(slot)
+        else:
+            b = self._baseline.item(slot)
         x = (score - b) / (1.0 - b)
+        slow = self._slow.item(slot)
+        var = self._var.item(slot)
+        if completions <= self._warmup:
+            # warm-up: both EMAs sit at the running mean, so one noisy early score cannot open
+            # a gap that then decays like progress
+            mean = slow + (x - slow) / completions
+            var += ((x - mean) * (x - slow) - var) / completions
+            self._fast[slot] = mean
+            self._slow[slot] = mean
+            self._var[slot] = var
+            return POOL_UNCHANGED
         fast = self._fast.item(slot)
         fast += self._a_fast * (x - fast)
-        slow = self._slow.item(slot)
         slow += self._a_slow * (x - slow)
-        var = self._var.item(slot)
         d = x - fast
         var += self._a_slow * (d * d - var)
         self._fast[slot] = fast
@@ -126,6 +135,13 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         if warm_total > 0.0 and math.isfinite(warm_total):
             probs += warm_weights * ((1.0 - eps - cold_share) / warm_total)
         return probs
+
+    def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:
+        if (arrays["lp_var"] < 0).any():
+            return "negative learning-progress variances"
+        if (arrays["lp_baseline"] > self._max_baseline).any():  # b = 1 would divide by zero
+            return f"learning-progress baselines above max_baseline={self._max_baseline}"
+        return None
 
     def stats(self) -> dict[str, Any]:
         return {"lp_noise_band_scale": self._noise_scale}
