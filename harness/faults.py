@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from curriculum import Curriculum, CurriculumConfig
+from curriculum import Curriculum, CurriculumConfig, CurriculumEnv
 from curriculum.algorithms import LearningProgressAlgorithm
 
 __all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
            "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
-           "make_unlocked_shared_curriculum"]
+           "make_unlocked_shared_curriculum", "DesyncBlindCurriculumEnv"]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -96,6 +96,27 @@ def make_unlocked_shared_curriculum(config: CurriculumConfig, *, shared_memory: 
     return curriculum
 
 
+class DesyncBlindCurriculumEnv(CurriculumEnv):
+    """Canary of the desync scenario: a wrapper that cannot tell a desync truncation from a
+    finished episode, so truncated partial episodes reach the curriculum as completions."""
+
+    def __init__(self, env: Any, curriculum: Any, **kwargs: Any) -> None:
+        super().__init__(env, curriculum, **kwargs)
+        step = self._env_step
+
+        def blind_step(actions: Any) -> Any:
+            obs, rewards, terminals, truncations, infos = step(actions)
+            return obs, rewards, terminals, truncations, [_without_desync_flag(i) for i in infos or ()]
+
+        self._env_step = blind_step
+
+
+def _without_desync_flag(info: Any) -> Any:
+    if not isinstance(info, dict):
+        return info
+    return {k: _without_desync_flag(v) for k, v in info.items() if k != "truncated_by_desync"}
+
+
 #: scenario module -> (plug-in option, canary spec)
 CANARIES: dict[str, tuple[str, str]] = {
     "test_impossible_tasks": ("--curriculum", "harness.faults:make_noise_rewarding_lp"),
@@ -103,6 +124,7 @@ CANARIES: dict[str, tuple[str, str]] = {
     "test_eviction_health": ("--curriculum", "harness.faults:make_inverted_eviction_curriculum"),
     "test_checkpoint_resume": ("--curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),
     "test_shared_tracker_locking": ("--curriculum", "harness.faults:make_unlocked_shared_curriculum"),
+    "test_desync_truncation": ("--curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
 }
 
 

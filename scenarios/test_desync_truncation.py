@@ -1,0 +1,101 @@
+"""Scenario 4: desync truncation must not starve rewards (seeds/004).
+
+Workers stagger their episodes by desyncing the first one. The legacy mode varies the first
+episode's length (a full, shorter episode); the buggy mode cuts the first episode at a random
+step, so on a delayed-reward env (first heart after 85 steps) many first episodes end with no
+reward, and if the curriculum records them as completions it learns that the task pays
+nothing. The gate checks that episodes are really staggered, that the reward rate of the
+desync mode in use is close to the undesynced one, and that the curriculum is never fed a
+truncated partial episode.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pufferlib.vector
+
+from curriculum import CurriculumConfig, SingleTaskGenerator, UniformConfig
+from harness.envs import ResourceChainEnv
+from harness.thresholds import DESYNC as LIMITS
+
+
+def _full_return() -> float:
+    env = ResourceChainEnv(max_steps=LIMITS.max_steps)
+    ore, batteries, hearts = env.production_counts(LIMITS.max_steps)
+    return ore * 0.1 + batteries * 0.8 + hearts * 1.0
+
+
+def _run(curriculum_factory, env_class, desync: str, scenario_seed: int) -> dict:
+    full = _full_return()
+    config = CurriculumConfig(task_generator=SingleTaskGenerator({"max_steps": LIMITS.max_steps}, label="arena"),
+                              algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
+    curriculum = curriculum_factory(config)
+
+    def make_env(buf=None, seed=0):
+        # pufferlib numbers its envs 0..n-1 whatever seed make() gets: mix in the scenario seed
+        seed = seed + 1000 * scenario_seed
+        env = ResourceChainEnv(max_steps=LIMITS.max_steps, desync=desync, seed=seed, buf=buf)
+        return env_class(env, curriculum, seed=seed, buf=buf, score_fn=lambda returns: min(float(returns.mean()) / full, 1.0))
+
+    vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=LIMITS.workers)
+    vecenv.reset(seed=scenario_seed)
+    actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+    first_end = np.full(LIMITS.workers, -1)
+    early_reward = 0.0
+    for step in range(LIMITS.rollout_steps):
+        _, rewards, terminals, truncations, _ = vecenv.step(actions)
+        if step < 2 * LIMITS.max_steps:
+            early_reward += float(rewards.sum())
+        done = terminals | truncations
+        first_end[(first_end < 0) & done] = step + 1
+    envs = vecenv.envs
+    episodes = sum(e.episodes for e in envs)
+    desync_cut = sum(e.desync_truncations for e in envs)
+    stats = curriculum.stats()
+    recorded = stats["total_completions"] + stats["late_completions"]
+    scores = [t.mean_score for t in curriculum.active_tasks() if t.num_completions] \
+        if hasattr(curriculum, "active_tasks") else []
+    vecenv.close()
+    return {
+        "first_end": first_end,
+        "reward_rate": early_reward / (2 * LIMITS.max_steps * LIMITS.workers),
+        "episodes": episodes,
+        "desync_truncations": desync_cut,
+        "recorded": recorded,
+        "min_mean_score": min(scores) if scores else None,
+    }
+
+
+def test_desynced_workers_are_staggered_and_not_starved(curriculum_factory, curriculum_env_class, scenario_seed,
+                                                        check_limit, golden) -> None:
+    none = _run(curriculum_factory, curriculum_env_class, "none", scenario_seed)
+    legacy = _run(curriculum_factory, curriculum_env_class, "legacy", scenario_seed)
+    truncate = _run(curriculum_factory, curriculum_env_class, "truncate", scenario_seed)
+    for name, run in (("legacy", legacy), ("truncate", truncate)):
+        spread = (run["first_end"].max() - run["first_end"].min()) / LIMITS.max_steps
+        limit = LIMITS.min_legacy_spread if name == "legacy" else LIMITS.min_truncate_spread
+        check_limit(f"{name}_boundary_spread", spread, limit, upper=False, fmt=".2f",
+                    what=f"{name} desync: first-episode ends {sorted(run['first_end'].tolist())} spread over a "
+                    f"fraction of max_steps={LIMITS.max_steps} of")
+    ratio = legacy["reward_rate"] / none["reward_rate"]
+    check_limit("legacy_reward_rate_ratio", ratio, LIMITS.min_reward_rate_ratio, upper=False, fmt=".2f",
+                what=f"reward per step over the first {2 * LIMITS.max_steps} steps with legacy desync "
+                f"({legacy['reward_rate']:.4f}) relative to no desync ({none['reward_rate']:.4f}) is")
+    expected = truncate["episodes"] - truncate["desync_truncations"]
+    assert truncate["desync_truncations"] == LIMITS.workers, (
+        f"{truncate['desync_truncations']} desync truncations counted, expected one per worker "
+        f"({LIMITS.workers}), seed {scenario_seed}"
+    )
+    assert truncate["recorded"] == expected, (
+        f"the curriculum recorded {truncate['recorded']} completions but only {expected} of "
+        f"{truncate['episodes']} episodes were full ({truncate['desync_truncations']} desync-truncated partial "
+        f"episodes must not be fed to it), seed {scenario_seed}"
+    )
+    if truncate["min_mean_score"] is not None:
+        check_limit("truncate_min_recorded_score", truncate["min_mean_score"], 0.999, upper=False, fmt=".3f",
+                    what="lowest mean recorded score of a task (every full episode scores 1.0; a truncated "
+                    "partial episode scores less) is")
+    golden({name: {"first_episode_ends": run["first_end"], "reward_rate": run["reward_rate"],
+                   "episodes": run["episodes"], "desync_truncations": run["desync_truncations"],
+                   "recorded": run["recorded"]}
+            for name, run in (("none", none), ("legacy", legacy), ("truncate", truncate))})
