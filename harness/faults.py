@@ -7,6 +7,7 @@ meta-test asserts that the suite fails on it. A suite that passes on its canary 
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -16,7 +17,8 @@ from curriculum.algorithms import LearningProgressAlgorithm
 
 __all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
            "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
-           "make_unlocked_shared_curriculum", "DesyncBlindCurriculumEnv"]
+           "make_unlocked_shared_curriculum", "DesyncBlindCurriculumEnv",
+           "make_per_worker_copy_curriculum"]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -117,6 +119,29 @@ def _without_desync_flag(info: Any) -> Any:
     return {k: _without_desync_flag(v) for k, v in info.items() if k != "truncated_by_desync"}
 
 
+class _PerWorkerCopyCurriculum(Curriculum):
+    """Bug (seeds/003): each worker process trains its own pickled copy of a local curriculum;
+    copies never sync, so the main process never sees the workers' episodes or stages."""
+
+    claims_shared = False
+
+    @property
+    def is_shared(self) -> bool:
+        return self.claims_shared  # claims to be shared, so the vector factory accepts it
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        self._owner_pid = os.getpid()  # the copy records silently instead of raising WorkerCopyError
+        return super().update_task_performance(task_id, score)
+
+
+def make_per_worker_copy_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
+                                    lock_timeout: float | None = None) -> Curriculum:
+    """Canary of the stage-sync scenario: per-worker curriculum copies with no sync."""
+    curriculum = _PerWorkerCopyCurriculum(config)
+    curriculum.claims_shared = shared_memory
+    return curriculum
+
+
 #: scenario module -> (plug-in option, canary spec)
 CANARIES: dict[str, tuple[str, str]] = {
     "test_impossible_tasks": ("--curriculum", "harness.faults:make_noise_rewarding_lp"),
@@ -125,6 +150,7 @@ CANARIES: dict[str, tuple[str, str]] = {
     "test_checkpoint_resume": ("--curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),
     "test_shared_tracker_locking": ("--curriculum", "harness.faults:make_unlocked_shared_curriculum"),
     "test_desync_truncation": ("--curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
+    "test_stage_sync": ("--curriculum", "harness.faults:make_per_worker_copy_curriculum"),
 }
 
 

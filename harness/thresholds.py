@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC"]
+__all__ = ["IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC"]
 
 
 @dataclass(frozen=True)
@@ -129,3 +129,23 @@ class DesyncLimits:
 
 
 DESYNC = DesyncLimits()
+
+
+@dataclass(frozen=True)
+class StageSyncLimits:
+    """Scenario 2: one staged curriculum across many workers stays consistent (seeds/003)."""
+
+    num_envs: int = 4
+    num_workers: int = 2
+    """Multiprocessing workers (2 envs each)."""
+    stage_episode_lengths: tuple[int, ...] = (5, 7, 9)
+    """One stage per length: an episode's length tells which stage it ran."""
+    min_episodes: int = 24
+    window: int = 12
+    advancement_threshold: float = 0.9
+    vec_steps: int = 400
+    max_stage_lag_vec_steps: int = 1
+    """A task drawn this many vec steps after an advancement must be of the new stage."""
+
+
+STAGE_SYNC = StageSyncLimits()
