@@ -18,6 +18,7 @@ import math
 import os
 import subprocess
 import sys
+import textwrap
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -49,6 +50,7 @@ SEED_ENV: Final = "CURRICULUM_HARNESS_SCENARIO_SEED"
 
 _SCENARIO_PREFIX: Final = "test_"
 _PROG: Final = "curriculum-harness"
+_WIDTH: Final = 96
 
 
 # ---------------------------------------------------------------------------------- arguments
@@ -83,7 +85,17 @@ _non_negative = _int_type("non-negative integer", minimum=0)
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Shows defaults and keeps the hand-made line breaks of descriptions and epilogs."""
+    """Shows defaults (unless None: the help says what happens then) and keeps the hand-made
+    line breaks of descriptions and epilogs."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None:
+            return action.help
+        return super()._get_help_string(action)
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=_WIDTH)
 
 
 def _repo_scenarios_dir() -> Path:
@@ -99,7 +111,7 @@ def scenarios_dir() -> Path:
 
 
 def available_scenarios(directory: Path | None = None) -> dict[str, str]:
-    """Scenario name (`test_<name>.py` -> `<name>`) -> first line of the module docstring."""
+    """Scenario name (`test_<name>.py` -> `<name>`) -> first paragraph of its module docstring (shortened)."""
     directory = directory if directory is not None else scenarios_dir()
     found = {}
     for path in sorted(directory.glob(f"{_SCENARIO_PREFIX}*.py")):
@@ -107,7 +119,8 @@ def available_scenarios(directory: Path | None = None) -> dict[str, str]:
             doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
         except (OSError, SyntaxError):
             doc = ""
-        found[path.stem[len(_SCENARIO_PREFIX):]] = doc.strip().splitlines()[0] if doc.strip() else ""
+        summary = " ".join(doc.strip().split("\n\n")[0].split())
+        found[path.stem[len(_SCENARIO_PREFIX):]] = textwrap.shorten(summary, width=100, placeholder=" ...")
     return found
 
 
@@ -122,8 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The `curriculum-harness` argument parser (subcommands `simulate`, `run`, `list`)."""
     parser = argparse.ArgumentParser(
         prog=_PROG,
-        description="Validate curricula on simulated students: run a simulation with metrics, plots and a "
-        "summary, or run one scenario of the gate.",
+        description=_wrap("Validate curricula on simulated students: run a simulation with metrics, plots and a "
+            "summary, or run one scenario of the gate."),
         epilog=f"`{_PROG} COMMAND --help` explains each command's options.",
         formatter_class=_Formatter,
     )
@@ -132,10 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     simulate = commands.add_parser(
         "simulate",
         help="drive a curriculum with a simulated student; write metrics.jsonl, plots and a summary",
-        description="Drive a curriculum with a TaskDependencySimulator student on a prerequisite chain "
-        "(task i needs task i-1), optionally with impossible tasks, through one of the runners. Writes "
-        "OUT/metrics.jsonl (one metric dict per epoch, named like real training: metric/*, overview/*, "
-        "env_curriculum_stats/*, env_task_dependency/*), PNG plots, and prints a summary table.",
+        description=_wrap("Drive a curriculum with a TaskDependencySimulator student on a prerequisite chain "
+            "(task i needs task i-1), optionally with impossible tasks, through one of the runners. Writes "
+            "OUT/metrics.jsonl (one metric dict per epoch, named like real training: metric/*, overview/*, "
+            "env_curriculum_stats/*, env_task_dependency/*), PNG plots, and prints a summary table."),
         formatter_class=_Formatter,
         epilog="runners:\n"
         "  direct      get_task/update loop feeding the stats pipeline (fastest)\n"
@@ -188,9 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     scenarios = available_scenarios()
     run = commands.add_parser(
         "run",
+        usage=f"{_PROG} run [-h] [--seed N] [--out DIR] [--plot | --no-plot] SCENARIO [-- PYTEST_ARGS ...]",
         help="run one scenario module of the gate through pytest",
-        description=f"Run scenarios/{_SCENARIO_PREFIX}<SCENARIO>.py through pytest and exit with pytest's "
-        "exit code. Arguments after `--` go to pytest (e.g. -- --curriculum=mypkg.mod:factory -x).",
+        description=_wrap(f"Run scenarios/{_SCENARIO_PREFIX}<SCENARIO>.py through pytest and exit with pytest's "
+            "exit code. Arguments after `--` go to pytest (e.g. -- --curriculum=mypkg.mod:factory -x)."),
         formatter_class=_Formatter,
         epilog="available scenarios:\n" + _scenario_listing(scenarios),
     )
@@ -202,7 +216,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="write junit.xml and the metrics of every runner-driven run (one JSONL each) here")
     run.add_argument("--plot", action=argparse.BooleanOptionalAction, default=False,
                      help="plot every recorded run into DIR/<run>/ (needs --out)")
-    run.add_argument("pytest_args", nargs="*", metavar="-- PYTEST_ARGS", help="extra pytest arguments")
 
     listing = commands.add_parser("list", help="list the scenarios `run` accepts", formatter_class=_Formatter,
                                   description="List the scenario modules of the gate, with what each protects.")
@@ -325,9 +338,10 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.algorithm == "staged" and args.impossible:
         parser.error(f"argument --algorithm: 'staged' runs one stage per chain task and needs --impossible 0, "
                      f"received --impossible {args.impossible}")
-    if args.runner == "vectorized" and args.tracking == "centralized" and args.algorithm != "staged":
-        parser.error(f"argument --tracking: 'centralized' broadcasts stage changes and needs --algorithm staged, "
-                     f"received --algorithm {args.algorithm}; use --tracking shared")
+    if args.runner == "vectorized" and args.tracking == "centralized" and args.algorithm == "learning_progress":
+        parser.error("argument --tracking: 'centralized' supports --algorithm staged or uniform (worker copies cannot "
+                     "follow a pool the main process changes by eviction), received --algorithm learning_progress; "
+                     "use --tracking shared")
     if args.workers is not None and args.envs % args.workers:
         parser.error(f"argument --workers: expected a divisor of --envs {args.envs}, received {args.workers}")
     out = args.out if args.out is not None else Path("runs") / f"{args.algorithm}-{args.tasks}tasks-seed{args.seed}"
@@ -414,7 +428,7 @@ def _summary(args: argparse.Namespace, space: Any, result: Any, elapsed: float, 
         ("metrics", str(out / "metrics.jsonl")),
     ]
     if plots:
-        rows.append(("plots", ", ".join(str(p) for p in plots)))
+        rows.append(("plots", f"{len(plots)} PNGs in {plots[0].parent} ({', '.join(p.stem for p in plots)})"))
     width = max(len(name) for name, _ in rows)
     lines = ["", "Summary", *(f"  {name:<{width}}  {value}" for name, value in rows)]
     top = counts.most_common(5)
@@ -492,11 +506,32 @@ _COMMANDS: Final = {"simulate": _simulate, "run": _run_scenario, "list": _list}
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code (2 for bad arguments)."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after `--` goes to pytest (`run`); split it off here, as argparse cannot put a
+    # trailing positional list after options reliably.
+    pytest_args: list[str] = []
+    if "--" in argv:
+        cut = argv.index("--")
+        argv, pytest_args = argv[:cut], argv[cut + 1:]
     try:
         args = parser.parse_args(argv)
+        if pytest_args and args.command != "run":
+            args.command_parser.error(f"unrecognized arguments: -- {' '.join(pytest_args)} (only `run` passes "
+                                      "arguments after -- to pytest)")
+        args.pytest_args = pytest_args
         return _COMMANDS[args.command](args.command_parser, args)
     except SystemExit as exc:  # argparse's usage errors (2) and --help (0)
         return exc.code if isinstance(exc.code, int) else 1
+    except KeyboardInterrupt:
+        print(f"\n{_PROG}: interrupted (metrics.jsonl holds every epoch finished so far)", file=sys.stderr)
+        return 130
+    except Exception as exc:  # a curriculum or env refusing the run: say so without a traceback
+        from curriculum import CurriculumError
+
+        if not isinstance(exc, CurriculumError):
+            raise
+        print(f"{_PROG}: error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

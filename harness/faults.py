@@ -18,7 +18,7 @@ from curriculum.algorithms import LearningProgressAlgorithm
 __all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
            "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
            "make_unlocked_shared_curriculum", "DesyncBlindCurriculumEnv",
-           "make_per_worker_copy_curriculum"]
+           "make_per_worker_copy_curriculum", "LateConfigCurriculumEnv", "RunningTotalCurriculumEnv"]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -142,6 +142,48 @@ def make_per_worker_copy_curriculum(config: CurriculumConfig, *, shared_memory: 
     return curriculum
 
 
+class LateConfigCurriculumEnv(CurriculumEnv):
+    """Canary of the config-at-reset scenario: the task's config is handed to the env after
+    its reset instead of before, so every episode runs the previous task's config and the
+    first episode runs the env's default."""
+
+    def __init__(self, env: Any, curriculum: Any, **kwargs: Any) -> None:
+        super().__init__(env, curriculum, **kwargs)
+        apply_config, env_reset = self._set_env_config, self._env_reset
+        pending: list[Any] = []
+
+        def reset_then_apply(*args: Any, **kw: Any) -> Any:
+            result = env_reset(*args, **kw)
+            while pending:
+                apply_config(pending.pop(0))
+            return result
+
+        self._set_env_config = pending.append
+        self._env_reset = reset_then_apply
+
+
+class RunningTotalCurriculumEnv(CurriculumEnv):
+    """Canary of the per-label scenario: per-label counters reported as running totals, so the
+    pipeline's per-epoch sum counts every earlier episode again."""
+
+    def __init__(self, env: Any, curriculum: Any, **kwargs: Any) -> None:
+        super().__init__(env, curriculum, **kwargs)
+        totals: dict[str, int] = {}
+        end_step = self._end_step
+
+        def running_totals(result: Any) -> Any:
+            obs, rewards, terminals, truncations, infos = end_step(result)
+            for info in infos:
+                if not isinstance(info, dict):
+                    continue
+                for key in [k for k in info if "per_label_samples/" in k]:
+                    totals[key] = totals.get(key, 0) + info[key]
+                    info[key] = totals[key]
+            return obs, rewards, terminals, truncations, infos
+
+        self._end_step = running_totals
+
+
 #: scenario module -> (plug-in option, canary spec)
 CANARIES: dict[str, tuple[str, str]] = {
     "test_impossible_tasks": ("--curriculum", "harness.faults:make_noise_rewarding_lp"),
@@ -151,6 +193,8 @@ CANARIES: dict[str, tuple[str, str]] = {
     "test_shared_tracker_locking": ("--curriculum", "harness.faults:make_unlocked_shared_curriculum"),
     "test_desync_truncation": ("--curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
     "test_stage_sync": ("--curriculum", "harness.faults:make_per_worker_copy_curriculum"),
+    "test_config_at_reset": ("--curriculum-env", "harness.faults:LateConfigCurriculumEnv"),
+    "test_per_label_metrics": ("--curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),
 }
 
 

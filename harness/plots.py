@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from curriculum.stats import PER_LABEL_LP_SCORES, PER_LABEL_SAMPLES, stat_key
 from harness.recorder import MetricsRecorder
 
 __all__ = [
@@ -37,12 +38,16 @@ __all__ = [
 
 X_KEY: Final = "metric/agent_step"
 PERFORMANCE_PREFIX: Final = "env_task_dependency/performance/"
-SAMPLES_PREFIX: Final = "env_curriculum_stats/per_label_samples/"
-LP_PREFIX: Final = "env_curriculum_stats/per_label_lp_scores/"
+"""Per-task student performance, `<prefix>task_<i>` (written by `harness.runners`)."""
+MEAN_PERFORMANCE_KEY: Final = "env_task_dependency/mean_performance"
+NUM_MASTERED_KEY: Final = "env_task_dependency/num_mastered"
+REWARD_KEY: Final = "overview/reward"
+SAMPLES_PREFIX: Final = f"env_{stat_key(PER_LABEL_SAMPLES)}/"
+LP_PREFIX: Final = f"env_{stat_key(PER_LABEL_LP_SCORES)}/"
 GINI_KEYS: Final = {
-    "env_curriculum_stats/pool_occupancy_gini": "pool occupancy (completions per active task)",
-    "env_curriculum_stats/pool_lp_gini": "pool learning progress (LP per active task)",
-    "env_curriculum_stats/sampling_gini": "sampling (episodes per active task)",
+    f"env_{stat_key('pool_occupancy_gini')}": "pool occupancy (completions per active task)",
+    f"env_{stat_key('pool_lp_gini')}": "pool learning progress (LP per active task)",
+    f"env_{stat_key('sampling_gini')}": "sampling (episodes per active task)",
 }
 MAX_LEGEND_SERIES: Final = 12
 """Beyond this many series a legend is unreadable: the rest are grouped or shown by colour."""
@@ -296,8 +301,8 @@ def plot_overview(source: MetricsSource, path: str | Path, *, title: str | None 
     figure = _new_figure((10.0, 4.6))
     axes = figure.add_subplot()
     series = {
-        "overview/reward": ("mean episode reward", "tab:blue"),
-        "env_task_dependency/mean_performance": ("mean performance over tasks", "tab:green"),
+        REWARD_KEY: ("mean episode score", "tab:blue"),
+        MEAN_PERFORMANCE_KEY: ("mean performance over tasks", "tab:green"),
     }
     lines = []
     for key, (name, colour) in series.items():
@@ -307,7 +312,7 @@ def plot_overview(source: MetricsSource, path: str | Path, *, title: str | None 
     axes.set_xlabel(x_label)
     axes.set_ylabel("reward / performance")
     axes.grid(alpha=0.3)
-    mastered_key = "env_task_dependency/num_mastered"
+    mastered_key = NUM_MASTERED_KEY
     if any(mastered_key in e for e in epochs):
         right = axes.twinx()
         lines += right.plot(x, [_number(e.get(mastered_key)) for e in epochs], color="tab:red", linestyle="--",

@@ -12,12 +12,15 @@ terminal summary lists the worst margin of every check, which is how limits are 
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 from collections import defaultdict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
+from syrupy.terminal import disable_color
 
 from harness.golden import GoldenSnapshotExtension
 
@@ -69,10 +72,23 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+#: The objects --curriculum and --curriculum-env name, loaded once at configure time.
+_PLUGGED_IN = pytest.StashKey[dict[str, Any]]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     seeds = config.getoption("--scenario-seeds", default=None)
     if seeds is not None and seeds < 1:
         raise pytest.UsageError(f"--scenario-seeds expects a positive integer, received {seeds}")
+    # A bad spec is a usage error of the whole run (exit code 4), not an error in every test.
+    plugged_in: dict[str, Any] = {}
+    for option in ("--curriculum", "--curriculum-env"):
+        spec = config.getoption(option, default=None)
+        if spec is not None:
+            plugged_in[option] = load_object(spec, option)
+            if not callable(plugged_in[option]):
+                raise pytest.UsageError(f"{option}: {spec!r} is not callable")
+    config.stash[_PLUGGED_IN] = plugged_in
     config.addinivalue_line("markers", "scenario: a scenario of the curriculum gate")
 
 
@@ -92,26 +108,23 @@ def uses_builtin_curriculum(request: pytest.FixtureRequest) -> bool:
 @pytest.fixture(scope="session")
 def curriculum_factory(request: pytest.FixtureRequest) -> Callable[..., Any]:
     """`factory(config) -> curriculum` for the implementation under test."""
-    spec = request.config.getoption("--curriculum")
-    if spec is None:
+    factory = request.config.stash[_PLUGGED_IN].get("--curriculum")
+    if factory is None:
         from curriculum import Curriculum
 
         return Curriculum
-    factory = load_object(spec, "--curriculum")
-    if not callable(factory):
-        raise pytest.UsageError(f"--curriculum: {spec!r} is not callable")
     return factory
 
 
 @pytest.fixture(scope="session")
 def curriculum_env_class(request: pytest.FixtureRequest) -> Any:
     """The env wrapper under test (default `curriculum.CurriculumEnv`)."""
-    spec = request.config.getoption("--curriculum-env")
-    if spec is None:
+    env_class = request.config.stash[_PLUGGED_IN].get("--curriculum-env")
+    if env_class is None:
         from curriculum import CurriculumEnv
 
         return CurriculumEnv
-    return load_object(spec, "--curriculum-env")
+    return env_class
 
 
 @pytest.fixture
@@ -126,8 +139,21 @@ def golden(snapshot: Any, request: pytest.FixtureRequest, uses_builtin_curriculu
     extension = snapshot.use_extension(GoldenSnapshotExtension)
 
     def check(metrics: Any) -> None:
-        if uses_builtin_curriculum and not sweeping:
-            assert metrics == extension
+        # Compared and explained here, not by a bare `assert`: pytest does not rewrite the
+        # asserts of a plugin installed in editable mode, which would hide syrupy's diff.
+        if uses_builtin_curriculum and not sweeping and not extension == metrics:
+            reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+            plain = request.config.option.no_colors or not getattr(reporter, "hasmarkup", False)
+            with disable_color() if plain else contextlib.nullcontext():
+                diff = extension.get_assert_diff(diff_mode=request.config.option.diff_mode)
+            where = Path(extension.executions[extension.num_executions - 1].snapshot_location)
+            if where.is_relative_to(request.config.rootpath):
+                where = where.relative_to(request.config.rootpath)
+            pytest.fail(
+                f"golden snapshot {where} differs (- golden, + this run); run with --snapshot-update if the "
+                "change is intended:\n" + "\n".join(diff),
+                pytrace=False,
+            )
 
     return check
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC"]
+__all__ = ["IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER"]
 
 
 @dataclass(frozen=True)
@@ -149,3 +149,18 @@ class StageSyncLimits:
 
 
 STAGE_SYNC = StageSyncLimits()
+
+
+@dataclass(frozen=True)
+class EnvWrapperLimits:
+    """Config applied at reset, and per-label metrics through the stats pipeline."""
+
+    episodes: int = 300
+    """Episodes of the single-env config check."""
+    num_envs: int = 4
+    vec_steps: int = 600
+    epoch_steps: int = 150
+    """Vec steps per stats epoch of the per-label check."""
+
+
+ENV_WRAPPER = EnvWrapperLimits()

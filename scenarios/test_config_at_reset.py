@@ -1,0 +1,63 @@
+"""Config applied at reset: every episode runs exactly the task it was handed, from its first
+step to its last, the first episode included (seeds/004, "CurriculumEnv Config Timing").
+
+The exact-accounting env reports the config it is running in every observation, so an episode
+that starts on the previous task's config, or whose config changes mid-episode, is visible.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from curriculum import BucketedTaskGenerator, CurriculumConfig, UniformConfig
+from harness.envs import ExactAccountingEnv
+from harness.thresholds import ENV_WRAPPER as LIMITS
+
+
+class _HandedOut:
+    """Records every task the curriculum hands out, in order."""
+
+    def __init__(self, curriculum) -> None:
+        self.curriculum = curriculum
+        self.tasks = []
+
+    def __getattr__(self, name):  # test double: everything else goes to the curriculum
+        return getattr(self.curriculum, name)
+
+    def get_task(self):
+        task = self.curriculum.get_task()
+        self.tasks.append(task)
+        return task
+
+
+def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_factory, curriculum_env_class,
+                                                                 scenario_seed, golden) -> None:
+    generator = BucketedTaskGenerator({}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]},
+                                      label="exact", seed=scenario_seed)
+    curriculum = _HandedOut(curriculum_factory(CurriculumConfig(
+        task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed)))
+    env = curriculum_env_class(ExactAccountingEnv(), curriculum, seed=scenario_seed,
+                               score_fn=lambda returns: min(float(returns.mean()) / 10.0, 1.0))
+    obs, _ = env.reset(seed=scenario_seed)
+    actions = np.zeros(1, dtype=np.int32)
+    episodes, steps_in_episode, seen = [], 0, []
+    current = (float(obs[0][0]), float(obs[0][1]))
+    while len(episodes) < LIMITS.episodes:
+        running = (float(obs[0][0]), float(obs[0][1]))
+        seen.append(running)
+        obs, _, terminals, truncations, _ = env.step(actions)
+        steps_in_episode += 1
+        if terminals[0] or truncations[0]:
+            episodes.append((current, sorted(set(seen)), steps_in_episode))
+            seen, steps_in_episode = [], 0
+            current = (float(obs[0][0]), float(obs[0][1]))
+    for index, ((start_cfg, configs, length), task) in enumerate(zip(episodes, curriculum.tasks)):
+        expected = (float(task.env_cfg["episode_length"]), float(task.env_cfg["reward_per_step"]))
+        assert configs == [expected], (
+            f"episode {index} was handed task {task.task_id} with config {expected} (episode_length, reward_per_step) "
+            f"but ran {configs}, seed {scenario_seed}"
+        )
+        assert length == expected[0], (
+            f"episode {index} lasted {length} steps, its task's episode_length is {expected[0]:.0f}, seed {scenario_seed}"
+        )
+    golden({"episodes": len(episodes), "first_configs": [e[0] for e in episodes[:8]]})

@@ -1,0 +1,75 @@
+"""Per-label metrics: present for every label, counters summed exactly through the pipeline.
+
+`per_label_samples/<label>` and `per_label_completions/<label>` are counters: summed over an
+epoch they must equal, to the unit, the episodes of that label that ran (seeds/000: summed,
+not averaged). Per-label LP scores must be present and finite for every label seen.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from curriculum import CurriculumConfig, LearningProgressConfig
+from curriculum.stats import accumulate_rollout_stats, process_training_stats
+from curriculum.vector import make_curriculum_vecenv
+from harness.envs import TaskDependencyEnv
+from harness.task_spaces import chain_task_space
+from harness.thresholds import ENV_WRAPPER as LIMITS
+
+NUM_TASKS = 5
+
+
+def test_per_label_counters_are_exact_and_lp_is_reported(curriculum_factory, curriculum_env_class, scenario_seed,
+                                                         golden) -> None:
+    space = chain_task_space(num_tasks=NUM_TASKS, seed=scenario_seed)
+    curriculum = curriculum_factory(CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                                                     num_active_tasks=16, seed=scenario_seed))
+    envs = []
+
+    def make_env(buf=None, seed=0):
+        env = curriculum_env_class(TaskDependencyEnv(num_tasks=NUM_TASKS, buf=buf, seed=seed), curriculum,
+                                   seed=seed, buf=buf)
+        envs.append(env)
+        return env
+
+    import pufferlib.vector
+
+    vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=LIMITS.num_envs)
+    vecenv.reset(seed=scenario_seed)
+    actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+    epochs, raw, counted = [], defaultdict(list), Counter()
+    for step in range(1, LIMITS.vec_steps + 1):
+        _, _, terminals, truncations, infos = vecenv.step(actions)
+        accumulate_rollout_stats(infos, raw)
+        for info in infos:
+            index = info.get("task_dependency", {}).get("task_index") if isinstance(info, dict) else None
+            if index is not None:
+                counted[f"task_{index}"] += 1
+        if step % LIMITS.epoch_steps == 0:
+            epochs.append((process_training_stats(raw, agent_step=step * LIMITS.num_envs, epoch=len(epochs)),
+                           counted))
+            raw, counted = defaultdict(list), Counter()
+    vecenv.close()
+    for epoch, (metrics, expected) in enumerate(epochs):
+        reported = {k.rsplit("/", 1)[-1]: v for k, v in metrics.items()
+                    if k.startswith("env_curriculum_stats/per_label_samples/")}
+        assert reported == dict(expected), (
+            f"epoch {epoch}: per_label_samples {reported} differ from the episodes run per label {dict(expected)}, "
+            f"seed {scenario_seed}"
+        )
+        completions = {k.rsplit("/", 1)[-1]: v for k, v in metrics.items()
+                       if k.startswith("env_curriculum_stats/per_label_completions/")}
+        assert completions == dict(expected), (
+            f"epoch {epoch}: per_label_completions {completions} differ from the episodes run per label "
+            f"{dict(expected)}, seed {scenario_seed}"
+        )
+        lp = {k.rsplit("/", 1)[-1]: v for k, v in metrics.items()
+              if k.startswith("env_curriculum_stats/per_label_lp_scores/")}
+        assert set(lp) == set(expected) and all(math.isfinite(v) and v >= 0 for v in lp.values()), (
+            f"epoch {epoch}: per_label_lp_scores {lp} must hold a finite LP for each label run {sorted(expected)}, "
+            f"seed {scenario_seed}"
+        )
+    golden({"epochs": [{k: v for k, v in m.items() if "per_label_samples" in k} for m, _ in epochs]})
