@@ -135,6 +135,8 @@ class StagedProgressionConfig(AlgorithmConfig):
     """Share of the pool given to tasks of the previous stage, in [0, 1)."""
 
     def __post_init__(self) -> None:
+        _require(isinstance(self.stages, Sequence) and not isinstance(self.stages, (str, bytes)),
+                 "stages", "a non-empty sequence of Stage", self.stages)
         self.stages = tuple(self.stages)
         _require(len(self.stages) >= 1 and all(isinstance(s, Stage) for s in self.stages),
                  "stages", "a non-empty sequence of Stage", self.stages)
@@ -184,7 +186,8 @@ class CurriculumConfig:
                  type(self.algorithm).__name__)
         if isinstance(self.algorithm, StagedProgressionConfig):
             _require(self.task_generator is None, "task_generator",
-                     "None with staged progression (each Stage has its own generator)", self.task_generator)
+                     "None with staged progression (each Stage has its own generator)",
+                     type(self.task_generator).__name__)
         else:
             _require(isinstance(self.task_generator, TaskGenerator), "task_generator", "a TaskGenerator",
                      type(self.task_generator).__name__)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import weakref
 from collections import defaultdict
 from numbers import Integral
 from typing import Any
@@ -30,11 +31,23 @@ from curriculum.errors import (
 from curriculum.memory import SharedMemoryBackend
 from curriculum.metrics import gini_coefficient, normalized_entropy
 from curriculum.task import CurriculumTask
-from curriculum.tracker import EMPTY, TaskTracker
+from curriculum.tracker import EMPTY, TaskTracker, tracker_layout
 
 __all__ = ["Curriculum", "STATE_FORMAT"]
 
 STATE_FORMAT = "curriculum-state/1"
+
+#: Local (single-process) curricula of this process; a forked child marks its copies of them.
+_LOCAL_CURRICULA: weakref.WeakSet[Curriculum] = weakref.WeakSet()
+
+
+def _mark_local_curricula_as_copies() -> None:
+    """In a forked child, a local curriculum is a private copy, exactly like a pickled one."""
+    for curriculum in list(_LOCAL_CURRICULA):
+        curriculum._owner_pid = -2
+
+
+os.register_at_fork(after_in_child=_mark_local_curricula_as_copies)
 
 
 class Curriculum:
@@ -60,6 +73,8 @@ class Curriculum:
             config.num_active_tasks, self._algorithm.extra_layout(), shared=shared_memory, lock_timeout=lock_timeout
         )
         self._bind(tracker, owner_pid=os.getpid())
+        if not shared_memory:
+            _LOCAL_CURRICULA.add(self)
         with tracker.lock:
             self._fill_pool(evicted=False)
         self._refresh()
@@ -71,13 +86,14 @@ class Curriculum:
         self = cls.__new__(cls)
         self.config = config
         self._algorithm = make_algorithm(config)
-        expected = self._algorithm.extra_layout()
-        for key, spec in expected.items():
-            if backend.layout.get(key) != spec:
+        expected = tracker_layout(config.num_active_tasks, self._algorithm.extra_layout())
+        actual = {key: spec for key, spec in backend.layout.items() if not key.startswith("_")}
+        for key in [*expected, *(k for k in actual if k not in expected)]:
+            if actual.get(key) != expected.get(key):
                 backend.close()
                 raise CurriculumConfigError(
-                    f"Expected shared tracker {name!r} to hold {key}={spec} for this config, "
-                    f"received {backend.layout.get(key)}"
+                    f"Expected shared tracker {name!r} to hold {key}={expected.get(key)} for this config, "
+                    f"received {actual.get(key)}"
                 )
         self._bind(TaskTracker(backend, config.num_active_tasks), owner_pid=-1)
         self.reseed(seed if seed is not None else os.getpid())
@@ -99,7 +115,9 @@ class Curriculum:
         self._rng = np.random.Generator(np.random.PCG64(cfg.seed))
         self._tasks: list[CurriculumTask | None] = [None] * n
         self._samples = [0] * n
-        self._evictable = [False] * n
+        self._sampled_ids = [EMPTY] * n  # the task each `_samples` entry counts
+        # per slot, the id of the task shortlisted for eviction at the last refresh, else EMPTY
+        self._evictable = [EMPTY] * n
         self._eviction_threshold = -math.inf
         self._draws: list[int] = []
         self._draw_pos = 0
@@ -127,7 +145,9 @@ class Curriculum:
         env_cfg, label = self._algorithm.generator_for_slot(slot).generate(task_id)
         task = CurriculumTask(task_id, env_cfg, label, slot=slot, tracker=self._tracker)
         self._tasks[slot] = task
-        self._samples[slot] = 0
+        if self._sampled_ids[slot] != task_id:  # a new task in the slot: its count starts at 0
+            self._sampled_ids[slot] = task_id
+            self._samples[slot] = 0
         return task
 
     # ---- learning ----------------------------------------------------------------------------
@@ -137,7 +157,11 @@ class Curriculum:
         Returns False (and counts a late completion) when the task left the pool while its
         episode ran; raises before changing anything on a bad score or an unknown task id.
         """
-        if not (self._score_low <= score <= self._score_high):
+        try:
+            in_range = self._score_low <= score <= self._score_high
+        except TypeError:  # not a number
+            in_range = False
+        if not in_range:
             raise InvalidScoreError(
                 f"Expected score in [{self._score_low}, {self._score_high}] for task {task_id}, received {score!r}"
             )
@@ -167,7 +191,7 @@ class Curriculum:
             if self._algorithm.record(slot, score, completions) == POOL_REFILL:
                 self._fill_pool(evicted=False)
                 self._since_refresh = self._refresh_interval
-            elif (self._evictable[slot] and completions >= self._min_presentations
+            elif (self._evictable[slot] == task_id and completions >= self._min_presentations
                   and self._algorithm.score_at(slot) <= self._eviction_threshold):
                 self._evict(slot, task_id)
         finally:
@@ -186,7 +210,7 @@ class Curriculum:
     def _evict(self, slot: int, task_id: int) -> None:
         self._algorithm.reset_slot(slot)
         self._tracker.assign(slot, task_id + self._capacity, evicted=True)
-        self._evictable[slot] = False
+        self._evictable[slot] = EMPTY
 
     def _fill_pool(self, *, evicted: bool) -> None:
         """Give every slot a new task (pool creation and stage changes); caller holds the lock."""
@@ -197,10 +221,13 @@ class Curriculum:
             current = ids.item(slot)
             algorithm.reset_slot(slot)
             self._tracker.assign(slot, slot if current == EMPTY else current + capacity, evicted=evicted)
-        self._evictable = [False] * capacity
+        self._evictable = [EMPTY] * capacity
 
     def _refresh(self) -> None:
         """Rescore the pool, redraw the next batch of slots, shortlist evictions. O(n), amortised."""
+        # Ids are read before the statistics: a slot another process refills in between shows
+        # the new task's (ineligible) statistics, so the new task is never shortlisted.
+        task_ids = self._task_ids.copy() if self._evicts else None
         scores = self._algorithm.scores()
         probabilities = self._algorithm.probabilities(scores)
         cdf = np.cumsum(probabilities)
@@ -212,7 +239,9 @@ class Curriculum:
         self._draw_pos = 0
         self._since_refresh = 0
         if self._evicts:
-            self._evictable = self._eviction_shortlist(scores)
+            # Per slot the shortlisted task's id (else EMPTY), not a flag: a task that another
+            # process puts into a shortlisted slot was never scored and must not inherit the mark.
+            self._evictable = np.where(self._eviction_shortlist(scores), task_ids, EMPTY).tolist()
 
     def _eviction_shortlist(self, scores: np.ndarray) -> list[bool]:
         """The lowest-scoring `eviction_percentile`% of eligible tasks; a shortlisted task is
@@ -350,15 +379,19 @@ class Curriculum:
             "evictable": list(self._evictable),
             "eviction_threshold": self._eviction_threshold if math.isfinite(self._eviction_threshold) else None,
             "samples": list(self._samples),
+            "sampled_task_ids": list(self._sampled_ids),
         }
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore a `get_state` snapshot; validates all of it before changing anything."""
-        checked = self._check_state(state)
-        arrays = self._tracker.backend.arrays
-        with self._lock:
-            for name, values in checked["arrays"].items():
-                arrays[name][:] = values
+        self._apply_state(self._check_state(state), write_arrays=True)
+
+    def _apply_state(self, checked: dict[str, Any], *, write_arrays: bool) -> None:
+        if write_arrays:
+            arrays = self._tracker.backend.arrays
+            with self._lock:
+                for name, values in checked["arrays"].items():
+                    arrays[name][:] = values
         self._rng = checked["rng"]
         self._draws = checked["draws"]
         self._draw_pos = checked["draw_pos"]
@@ -368,6 +401,7 @@ class Curriculum:
         self._evictable = checked["evictable"]
         self._eviction_threshold = checked["eviction_threshold"]
         self._samples = checked["samples"]
+        self._sampled_ids = checked["sampled_task_ids"]
         self._tasks = [None] * self._capacity
 
     def _check_state(self, state: Any) -> dict[str, Any]:
@@ -379,7 +413,7 @@ class Curriculum:
         if state.get("format") != STATE_FORMAT:
             raise fail(f"expected format {STATE_FORMAT!r}, received {state.get('format')!r}")
         expected_keys = {"format", "config", "arrays", "rng", "draws", "draw_pos", "since_refresh",
-                         "probabilities", "evictable", "eviction_threshold", "samples"}
+                         "probabilities", "evictable", "eviction_threshold", "samples", "sampled_task_ids"}
         if set(state) != expected_keys:
             raise fail(f"expected keys {sorted(expected_keys)}, received {sorted(state)}")
         if state["config"] != _normalise(self.config.describe()):
@@ -393,6 +427,9 @@ class Curriculum:
         arrays = {}
         for name in wanted:
             target = backend_arrays[name]
+            kinds = (int,) if target.dtype.kind == "i" else (int, float)
+            if not (isinstance(saved[name], list) and all(type(v) in kinds for v in saved[name])):
+                raise fail(f"array {name!r} does not hold {target.dtype} values")
             try:
                 values = np.asarray(saved[name], dtype=target.dtype)
             except (TypeError, ValueError, OverflowError):
@@ -405,16 +442,21 @@ class Curriculum:
         ids = arrays["task_ids"]
         if ((ids < 0) | (ids % n != np.arange(n))).any():
             raise fail("task ids do not match their slots")
-        if (arrays["completions"] < 0).any():
-            raise fail("negative completion counts")
+        if (arrays["completions"] < 0).any() or (arrays["counters"] < 0).any():
+            raise fail("negative completion counts or counters")
+        why = self._algorithm.check_arrays(arrays)
+        if why is not None:
+            raise fail(why)
         rng = np.random.Generator(np.random.PCG64())
         try:
             rng.bit_generator.state = state["rng"]
-        except (TypeError, ValueError, KeyError):
+        except (TypeError, ValueError, KeyError, OverflowError):
             raise fail("the random generator state is not a PCG64 state") from None
         draws, draw_pos = state["draws"], state["draw_pos"]
-        if not (isinstance(draws, list) and all(type(d) is int and 0 <= d < n for d in draws)):
-            raise fail(f"draws must be slot indices in [0, {n})")
+        interval = self._refresh_interval
+        if not (isinstance(draws, list) and len(draws) == interval
+                and all(type(d) is int and 0 <= d < n for d in draws)):
+            raise fail(f"draws must be {interval} slot indices in [0, {n})")
         if not (type(draw_pos) is int and 0 <= draw_pos <= len(draws)):
             raise fail(f"draw_pos must be in [0, {len(draws)}], received {draw_pos!r}")
         since = state["since_refresh"]
@@ -428,15 +470,19 @@ class Curriculum:
                 or not math.isclose(float(probabilities.sum()), 1.0, abs_tol=1e-6):
             raise fail(f"probabilities must be {n} finite non-negative numbers summing to 1")
         evictable, samples = state["evictable"], state["samples"]
-        if not (isinstance(evictable, list) and len(evictable) == n and all(type(e) is bool for e in evictable)):
-            raise fail(f"evictable must be {n} booleans")
+        sampled_ids = state["sampled_task_ids"]
+        for key, ids_or_empty in (("evictable", evictable), ("sampled_task_ids", sampled_ids)):
+            if not (isinstance(ids_or_empty, list) and len(ids_or_empty) == n and all(
+                    type(t) is int and (t == EMPTY or (t >= 0 and t % n == slot)) for slot, t in enumerate(ids_or_empty))):
+                raise fail(f"{key} must hold, per slot, a task id of that slot or {EMPTY}")
         if not (isinstance(samples, list) and len(samples) == n and all(type(s) is int and s >= 0 for s in samples)):
             raise fail(f"samples must be {n} non-negative integers")
         threshold = state["eviction_threshold"]
         if not (threshold is None or (isinstance(threshold, float) and math.isfinite(threshold))):
             raise fail(f"eviction_threshold must be None or a finite float, received {threshold!r}")
         return {"eviction_threshold": -math.inf if threshold is None else threshold, "arrays": arrays, "rng": rng, "draws": list(draws), "draw_pos": draw_pos, "since_refresh": since,
-                "probabilities": probabilities, "evictable": list(evictable), "samples": list(samples)}
+                "probabilities": probabilities, "evictable": list(evictable), "samples": list(samples),
+                "sampled_task_ids": list(sampled_ids)}
 
     # ---- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -466,10 +512,14 @@ class Curriculum:
         foreign = state["owner_pid"] != os.getpid()
         self._bind(TaskTracker(backend, self.config.num_active_tasks),
                    owner_pid=-2 if foreign and not backend.is_shared else state["owner_pid"])
+        if not backend.is_shared:
+            _LOCAL_CURRICULA.add(self)
         local = {k: v for k, v in state.items() if k not in ("backend", "owner_pid", "config_object")}
-        if backend.is_shared:  # the shared arrays are live: restore only this handle's own state
+        if backend.is_shared:
+            # The shared arrays are live: check them but never write them back, or a worker that
+            # starts up would overwrite completions other workers recorded meanwhile.
             local["arrays"] = {k: backend.arrays[k].tolist() for k in local["arrays"]}
-        self.load_state(local)
+        self._apply_state(self._check_state(local), write_arrays=not backend.is_shared)
 
 
 def _normalise(value: Any) -> Any:

@@ -14,6 +14,10 @@ __all__ = [
     "CurriculumStateError",
     "LockTimeoutError",
     "WorkerCopyError",
+    "EnvContractError",
+    "AgentCountError",
+    "EpisodeNotStartedError",
+    "WorkerProcessError",
 ]
 
 
@@ -46,3 +50,19 @@ class LockTimeoutError(CurriculumError, TimeoutError):
 
 class WorkerCopyError(CurriculumError, RuntimeError):
     """A private per-process copy of a local curriculum was asked to record a completion."""
+
+
+class EnvContractError(CurriculumError, TypeError):
+    """A wrapped env lacks what a curriculum wrapper needs (`set_env_config`, in-place buffers)."""
+
+
+class AgentCountError(CurriculumError, ValueError):
+    """An env's `num_agents` disagrees with its buffers or with the vector's buffer slice."""
+
+
+class EpisodeNotStartedError(CurriculumError, RuntimeError):
+    """A curriculum env was stepped before its first `reset()`."""
+
+
+class WorkerProcessError(CurriculumError, RuntimeError):
+    """A vectorized worker process died while the main process waited for its step."""

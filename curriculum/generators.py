@@ -7,6 +7,9 @@ can rebuild the task, which is what lets many workers share one pool by id alone
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
+import math
 import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -29,6 +32,27 @@ _SEED_MIX = 0x9E3779B97F4A7C15
 def _task_rng(seed: int, task_id: int) -> random.Random:
     """A generator for one task id; cheap to build and independent across ids."""
     return random.Random((seed * _SEED_MIX) ^ task_id)
+
+
+def _stream_salt(description: Mapping[str, Any]) -> int:
+    """A 256-bit salt from a generator's description, stable across processes.
+
+    A weighted set salts its per-task stream with it, so its choice of child is independent of
+    the child's own draws for the same task id (an unsalted stream with the same seed would
+    hand the child only the task ids whose first draw fell in the child's weight interval).
+    """
+    text = json.dumps(description, sort_keys=True, default=repr)
+    return int.from_bytes(hashlib.sha256(text.encode()).digest(), "little")
+
+
+def _check_label(label: Any) -> None:
+    if not isinstance(label, str):
+        raise CurriculumConfigError(f"Expected `label` to be a string, received {label!r}")
+
+
+def _check_seed(seed: Any) -> None:
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise CurriculumConfigError(f"Expected `seed` to be an integer, received {seed!r}")
 
 
 class TaskGenerator(ABC):
@@ -54,6 +78,8 @@ class SingleTaskGenerator(TaskGenerator):
     def __init__(self, env_cfg: Mapping[str, Any], *, label: str | None = None) -> None:
         if not isinstance(env_cfg, Mapping):
             raise CurriculumConfigError(f"Expected `env_cfg` to be a mapping, received {type(env_cfg).__name__}")
+        if label is not None:
+            _check_label(label)
         self.env_cfg = dict(env_cfg)
         self.label = label if label is not None else str(env_cfg.get("label", "default"))
 
@@ -74,16 +100,28 @@ class WeightedTaskSetGenerator(TaskGenerator):
     def __init__(
         self, children: Sequence[tuple[TaskGenerator, float]] | Sequence[TaskGenerator], *, seed: int = 0
     ) -> None:
+        if isinstance(children, (str, bytes)) or not isinstance(children, Sequence):
+            raise CurriculumConfigError(
+                "Expected `children` to be a sequence of generators or (generator, weight) pairs, "
+                f"received {type(children).__name__}"
+            )
         pairs = [c if isinstance(c, tuple) else (c, 1.0) for c in children]
         if not pairs:
             raise CurriculumConfigError("Expected `children` to hold at least one generator, received none")
-        for generator, weight in pairs:
+        for pair in pairs:
+            if len(pair) != 2:
+                raise CurriculumConfigError(
+                    "Expected each child to be a TaskGenerator or a (TaskGenerator, weight) pair, "
+                    f"received a tuple of length {len(pair)}"
+                )
+            generator, weight = pair
             if not isinstance(generator, TaskGenerator):
                 raise CurriculumConfigError(
                     f"Expected each child to be a TaskGenerator, received {type(generator).__name__}"
                 )
-            if not (weight >= 0.0 and weight < float("inf")):
+            if not (_is_number(weight) and 0.0 <= weight < float("inf")):
                 raise CurriculumConfigError(f"Expected child weights to be finite and >= 0, received {weight!r}")
+        _check_seed(seed)
         total = sum(w for _, w in pairs)
         if total <= 0.0:
             raise CurriculumConfigError(f"Expected child weights to sum to > 0, received {total!r}")
@@ -95,9 +133,10 @@ class WeightedTaskSetGenerator(TaskGenerator):
             acc += w
             self._cum.append(acc)
         self.seed = seed
+        self._salt = _stream_salt(self.describe())
 
     def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
-        u = _task_rng(self.seed, task_id).random()
+        u = random.Random(self._salt ^ task_id).random()
         for child, edge in zip(self.children, self._cum):
             if u < edge:
                 return child.generate(task_id)
@@ -124,6 +163,11 @@ class ValueRange:
     high: float
 
     def __post_init__(self) -> None:
+        if not (_is_number(self.low) and _is_number(self.high) and math.isfinite(self.low)
+                and math.isfinite(self.high)):
+            raise CurriculumConfigError(
+                f"Expected ValueRange low and high to be finite numbers, received low={self.low!r}, high={self.high!r}"
+            )
         if not self.low <= self.high:
             raise CurriculumConfigError(
                 f"Expected ValueRange low <= high, received low={self.low!r}, high={self.high!r}"
@@ -151,7 +195,17 @@ class BucketedTaskGenerator(TaskGenerator):
     ) -> None:
         if not isinstance(base_cfg, Mapping):
             raise CurriculumConfigError(f"Expected `base_cfg` to be a mapping, received {type(base_cfg).__name__}")
+        if not isinstance(buckets, Mapping):
+            raise CurriculumConfigError(
+                "Expected `buckets` to be a mapping of dotted config keys to value lists or ValueRanges, "
+                f"received {type(buckets).__name__}"
+            )
+        if label is not None:
+            _check_label(label)
+        _check_seed(seed)
         for key, values in buckets.items():
+            if not (isinstance(key, str) and key and all(key.split("."))):
+                raise CurriculumConfigError(f"Expected bucket keys to be dotted paths like 'a.b', received {key!r}")
             if isinstance(values, ValueRange):
                 continue
             if isinstance(values, (str, bytes)) or not isinstance(values, Sequence) or len(values) == 0:
@@ -177,12 +231,17 @@ class BucketedTaskGenerator(TaskGenerator):
             "seed": self.seed,
             "label": self.label,
             "base_cfg": repr(sorted(self.base_cfg.items())),
-            "buckets": repr(sorted(self.buckets.items())),
+            # insertion order, not sorted: `generate` draws the buckets in this order
+            "buckets": repr(list(self.buckets.items())),
         }
 
     @property
     def labels(self) -> tuple[str, ...]:
         return (self.label,)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _set_path(cfg: dict[str, Any], dotted: str, value: Any) -> None:

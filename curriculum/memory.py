@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from curriculum.errors import CurriculumConfigError, LockTimeoutError
+from curriculum.errors import CurriculumConfigError, CurriculumError, LockTimeoutError
 
 __all__ = [
     "Layout",
@@ -42,6 +42,8 @@ _HEADER_BYTES = 8
 def _check_layout(layout: Layout) -> dict[str, tuple[str, int]]:
     checked: dict[str, tuple[str, int]] = {}
     for name, spec in layout.items():
+        if not (isinstance(name, str) and name):
+            raise CurriculumConfigError(f"Expected layout names to be non-empty strings, received {name!r}")
         if not (isinstance(spec, tuple) and len(spec) == 2):
             raise CurriculumConfigError(f"Expected layout entry {name!r} to be (dtype, length), received {spec!r}")
         dtype, length = spec
@@ -49,7 +51,7 @@ def _check_layout(layout: Layout) -> dict[str, tuple[str, int]]:
             raise CurriculumConfigError(
                 f"Expected layout entry {name!r} to have dtype in {_ALLOWED_DTYPES}, received {dtype!r}"
             )
-        if not (isinstance(length, int) and length >= 1):
+        if not (isinstance(length, int) and not isinstance(length, bool) and length >= 1):
             raise CurriculumConfigError(f"Expected layout entry {name!r} to have length >= 1, received {length!r}")
         checked[name] = (dtype, length)
     return checked
@@ -128,13 +130,16 @@ class _FileLock:
     def __init__(self, path: str, *, timeout: float, holder: np.ndarray) -> None:
         self.path = path
         self.timeout = timeout
-        self._holder = holder  # shared int64[1]: pid of the current holder, for error messages
+        self._holder: np.ndarray | None = holder  # shared int64[1]: pid of the holder, for error messages
         self._fd = -1
         self._pid = -1
+        self._closed = False
 
     def _ensure_open(self) -> int:
         pid = os.getpid()
         if self._pid != pid:  # an flock is per open file: each process needs its own
+            if self._closed:  # the shared block is unmapped: writing the holder pid would segfault
+                raise CurriculumError(f"The shared tracker lock {self.path!r} was closed with its tracker")
             self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
             self._pid = pid
         return self._fd
@@ -179,6 +184,8 @@ class _FileLock:
             os.close(self._fd)
         self._fd = -1
         self._pid = -1
+        self._closed = True
+        self._holder = None  # a view into the block that is about to be unmapped
 
 
 class SharedMemoryBackend(TaskMemoryBackend):

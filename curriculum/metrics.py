@@ -24,7 +24,10 @@ def gini_coefficient(values: Sequence[float] | np.ndarray) -> float:
     if total <= 0.0:
         return 0.0
     ranks = np.arange(1, n + 1, dtype=np.float64)
-    return float(((2.0 * ranks - n - 1.0) * x).sum() / (n * total))
+    # The weights (2i - n - 1) sum to 0, so shifting x by its minimum changes nothing exactly,
+    # but makes equal values give exactly 0 instead of a rounding residue of +-1e-17.
+    gini = float(((2.0 * ranks - n - 1.0) * (x - x[0])).sum() / (n * total))
+    return max(0.0, gini)
 
 
 def normalized_entropy(probabilities: Sequence[float] | np.ndarray) -> float:
@@ -41,4 +44,5 @@ def normalized_entropy(probabilities: Sequence[float] | np.ndarray) -> float:
     if total <= 0.0:
         return 0.0
     p = p[p > 0.0] / total
-    return float(-(p * np.log(p)).sum() / np.log(n))
+    entropy = float(-(p * np.log(p)).sum() / np.log(n))
+    return min(1.0, max(0.0, entropy))  # uniform input may round to 1 + 2e-16

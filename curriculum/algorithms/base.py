@@ -67,3 +67,7 @@ class CurriculumAlgorithm(ABC):
     def stats(self) -> dict[str, Any]:
         """Algorithm-specific numbers for `Curriculum.stats()`."""
         return {}
+
+    def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:
+        """Why saved arrays (finite, right shapes) cannot be this algorithm's state, or None."""
+        return None

@@ -133,7 +133,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         if num_cold:
             probs[cold] += cold_share / num_cold
         if warm_total > 0.0 and math.isfinite(warm_total):
-            probs += warm_weights * ((1.0 - eps - cold_share) / warm_total)
+            # normalise first: share / warm_total overflows to inf when LP is subnormal (inf * 0 = NaN)
+            probs += (warm_weights / warm_total) * (1.0 - eps - cold_share)
         return probs
 
     def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:

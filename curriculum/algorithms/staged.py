@@ -32,7 +32,8 @@ class StagedProgressionAlgorithm(CurriculumAlgorithm):
         self.config = config
         self.stages = tuple(config.stages)
         self._last = len(self.stages) - 1
-        self._mixed_slots = int(round(config.previous_stage_mix * capacity))
+        # at least one slot always runs the current stage, or its window could never fill
+        self._mixed_slots = min(int(round(config.previous_stage_mix * capacity)), capacity - 1)
         self._uniform = np.full(capacity, 1.0 / capacity)
 
     def extra_layout(self) -> dict[str, tuple[str, int]]:
@@ -119,6 +120,14 @@ class StagedProgressionAlgorithm(CurriculumAlgorithm):
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         return self._uniform
+
+    def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:
+        c = arrays["stage_counters"]
+        window = self.config.window
+        if not (0 <= c[_STAGE] <= self._last and (c >= 0).all() and c[_COUNT] <= window and c[_POS] < window):
+            return (f"stage counters {dict(zip(STAGE_COUNTERS, c.tolist()))} are outside "
+                    f"stage in [0, {self._last}], window_count in [0, {window}], window_pos in [0, {window})")
+        return None
 
     def stats(self) -> dict[str, Any]:
         c = self._counters

@@ -1,0 +1,665 @@
+"""`CurriculumEnv`: one curriculum task per episode for a pufferlib `PufferEnv`.
+
+The wrapper hands the wrapped env one task per episode, applies the task's env config at
+reset (never mid-episode), credits the episode's score to the task that produced it and
+reports curriculum stats through the info dicts (`curriculum.stats`).
+
+Policies:
+
+- Task per episode. The first `reset()` draws a task and calls `env.set_env_config(env_cfg)`
+  before `env.reset()`, so the first episode already runs its own task. The next task is drawn
+  when an episode ends and applied at the reset that starts the next one. An explicit `reset()`
+  abandons a running episode (it is not reported) and starts a new one with a new task.
+- Auto-reset, like pufferlib's native envs. The step in which the episode ends (every agent
+  terminal or truncated) records the episode, draws the next task, applies its config and
+  resets the wrapped env, all within that `step()` call. It returns the new episode's first
+  observation with the rewards, terminals and truncations of the step that ended the old one,
+  so a vectorized trainer just keeps stepping. Before the next step the wrapper puts back the
+  flag and reward values the env's reset left, so the env never sees stale flags.
+- Truncations. A plain (time-limit) truncation ends a full-length episode: it is recorded like
+  a terminal. A desync truncation (the env cut its first episode short to stagger workers,
+  seeds/004) is not a completion: it is counted in `desync_truncations` and never reported to
+  the curriculum. An episode is a desync truncation when some agent is truncated and either
+  the env's attribute `desync_truncation` is true at that step or the step's infos hold
+  `truncated_by_desync: True` at any nesting depth (as `harness.envs.ResourceChainEnv` emits).
+- Score. The mean over agents of the episode return, or `score_fn(episode_returns)`.
+  Episode returns come from `env.get_episode_rewards()` when the env defines it (no per-step
+  cost), else the wrapper sums the rewards buffer each step (a Python float for one agent; a
+  numpy add, about 1 us, for several agents).
+- Stats. The info dict of the step that ends an episode (the env's own, merged, or a new one)
+  carries flat `curriculum_stats/...` keys: counters `episodes`, `completions`,
+  `late_completions`, `desync_truncations`, `per_label_samples/<label>`,
+  `per_label_completions/<label>`; gauges `score`, `stage`, `per_label_lp_scores/<label>`
+  (EMA of the task's algorithm score, rate 0.1) and the task id; plus, every `stats_interval`
+  completions, the pool-wide numbers of `Curriculum.stats()` (`pool_lp_gini`,
+  `pool_occupancy_gini`, `sampling_gini`, `sampling_entropy`, `mean_lp_score`,
+  `total_completions`, `total_late_completions`, ...).
+- Local tracking off (`local_tracking=False`, centralized tracking): the wrapper never calls
+  `update_task_performance`; the episode-end info carries
+  `{"curriculum_completion": {"task_id", "label", "score", "stage_changes"}}` for a
+  main-process recorder (`curriculum.vector.CentralizedCurriculumVecEnv`), and the stage is
+  taken from `stage_source` (the main process's broadcast) before every task draw.
+
+The hot path of a non-terminal step is the wrapped `step` call, one state check, one reward
+read and a two-flag test on memoryviews of the env's buffers (benchmarks/test_env_overhead.py).
+Everything else is forwarded explicitly; there is no `__getattr__` (seeds/004).
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral
+from typing import Any, Final, Protocol
+
+import numpy as np
+import pufferlib
+
+from curriculum.errors import (
+    AgentCountError,
+    CurriculumConfigError,
+    EnvContractError,
+    EpisodeNotStartedError,
+    InvalidScoreError,
+)
+from curriculum.stats import (
+    COMPLETION_INFO_KEY,
+    COMPLETIONS,
+    DESYNC_INFO_KEY,
+    DESYNC_TRUNCATIONS,
+    EPISODES,
+    LATE_COMPLETIONS,
+    LP_EMA_ALPHA,
+    PER_LABEL_COMPLETIONS,
+    PER_LABEL_LP_SCORES,
+    PER_LABEL_SAMPLES,
+    POOL_STAT_RENAMES,
+    SCORE,
+    STAGE,
+    TASK_ID,
+    flatten_info,
+    stat_key,
+)
+
+__all__ = [
+    "CurriculumEnv",
+    "CompletionRecorder",
+    "StageSource",
+    "ScoreFn",
+    "DEFAULT_STATS_INTERVAL",
+    "BUFFER_NAMES",
+    "pool_stats_entries",
+    "is_desync_truncation",
+]
+
+ScoreFn = Callable[[np.ndarray], float]
+"""Maps the per-agent returns of an episode to its score in the curriculum's `score_range`."""
+
+DEFAULT_STATS_INTERVAL: Final = 100
+"""Completions between two reports of the pool-wide `Curriculum.stats()` (an O(pool) call)."""
+
+BUFFER_NAMES: Final = ("observations", "rewards", "terminals", "truncations", "masks", "actions")
+"""The per-agent buffers of a PufferEnv, shared (never copied) by the wrapper."""
+
+_REQUIRED_ENV_ATTRIBUTES: Final = (
+    "single_observation_space",
+    "single_action_space",
+    "num_agents",
+    *BUFFER_NAMES,
+    "reset",
+    "step",
+)
+
+# Episode phases of CurriculumEnv (a non-zero phase sends `step` down its slow path).
+_RUNNING: Final = 0
+_FLAGS_STALE: Final = 1  # an auto-reset put the ended episode's flags back in the buffers
+_NOT_STARTED: Final = 2
+
+
+class StageSource(Protocol):
+    """Where a worker's curriculum copy reads the main process's stage (centralized tracking)."""
+
+    @property
+    def version(self) -> int:
+        """Changes whenever a new stage is published; cheap to read."""
+        ...
+
+    def read(self) -> Mapping[str, int] | None:
+        """The published `sync_state()` (`stage`, `stage_changes`), or None before any."""
+        ...
+
+
+# Curriculum handle -> pid of the process that last reseeded it, so that the envs of one
+# process share one sampling stream and every worker process gets its own.
+_RESEEDED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+
+
+def _reseed_once_per_process(curriculum: Any, seed: int) -> None:
+    reseed = getattr(curriculum, "reseed", None)
+    if reseed is None:
+        return
+    pid = os.getpid()
+    try:
+        if _RESEEDED.get(curriculum) == pid:
+            return
+        _RESEEDED[curriculum] = pid
+    except TypeError:  # not weak-referenceable: reseed every time
+        pass
+    reseed(seed)
+
+
+def pool_stats_entries(curriculum: Any) -> dict[str, Any]:
+    """`curriculum.stats()` as flat `curriculum_stats/...` info entries (`POOL_STAT_RENAMES` applied)."""
+    out: dict[str, Any] = {}
+    for key, value in flatten_info(curriculum.stats()):
+        head, sep, rest = key.partition("/")
+        out[stat_key(POOL_STAT_RENAMES.get(head, head) + sep + rest)] = value
+    return out
+
+
+def _check_interval(stats_interval: Any) -> int:
+    if isinstance(stats_interval, bool) or not isinstance(stats_interval, Integral) or stats_interval < 1:
+        raise CurriculumConfigError(f"Expected `stats_interval` to be an integer >= 1, received {stats_interval!r}")
+    return int(stats_interval)
+
+
+class CompletionRecorder:
+    """Records finished episodes into a curriculum and reports them as `curriculum_stats/...` entries.
+
+    Used by a locally tracking `CurriculumEnv` and by the main process under centralized
+    tracking, so both report the same numbers: `completions`, `late_completions`,
+    `per_label_completions/<label>`, `per_label_lp_scores/<label>` (EMA, rate `LP_EMA_ALPHA`,
+    of the algorithm score of the completed task, read from `task_scores()` cached between
+    pool reports) and, every `stats_interval` completions (from the first), the pool-wide
+    `curriculum.stats()`.
+    """
+
+    def __init__(self, curriculum: Any, *, stats_interval: int = DEFAULT_STATS_INTERVAL) -> None:
+        self.curriculum = curriculum
+        self.stats_interval = _check_interval(stats_interval)
+        self.completions = 0
+        """Episodes recorded (`update_task_performance` calls)."""
+        self.late_completions = 0
+        """Of those, the ones the curriculum refused as late."""
+        self._record = curriculum.update_task_performance
+        self._task_scores = getattr(curriculum, "task_scores", None)
+        self._capacity = getattr(curriculum, "num_active_tasks", None)
+        self._score_cache: np.ndarray | None = None
+        self._label_scores: Mapping[str, float] = {}
+        self._lp_ema: dict[str, float] = {}
+
+    def record(self, task_id: int, label: str, score: float) -> dict[str, Any]:
+        """Credit `score` to `task_id`; the entries to merge into the episode's info dict."""
+        late = self._record(task_id, score) is False
+        self.completions += 1
+        self.late_completions += late
+        entries: dict[str, Any] = {
+            stat_key(COMPLETIONS): 1,
+            stat_key(LATE_COMPLETIONS): int(late),
+            stat_key(PER_LABEL_COMPLETIONS, label): 1,
+        }
+        if (self.completions - 1) % self.stats_interval == 0:
+            entries.update(self._pool_report())
+        if not late:
+            lp = self._lp_score(task_id, label)
+            if lp is not None:
+                old = self._lp_ema.get(label)
+                ema = lp if old is None else old + LP_EMA_ALPHA * (lp - old)
+                self._lp_ema[label] = ema
+                entries[stat_key(PER_LABEL_LP_SCORES, label)] = ema
+        return entries
+
+    def _pool_report(self) -> dict[str, Any]:
+        entries = pool_stats_entries(self.curriculum)
+        if self._task_scores is not None and self._capacity:
+            self._score_cache = np.asarray(self._task_scores(), dtype=np.float64)
+        else:
+            prefix = stat_key(POOL_STAT_RENAMES[PER_LABEL_LP_SCORES]) + "/"
+            self._label_scores = {k[len(prefix):]: v for k, v in entries.items() if k.startswith(prefix)}
+        return entries
+
+    def _lp_score(self, task_id: int, label: str) -> float | None:
+        if self._score_cache is not None:
+            return float(self._score_cache[task_id % self._capacity])
+        value = self._label_scores.get(label)
+        return None if value is None else float(value)
+
+
+def _holds_desync_flag(info: Any) -> bool:
+    if not isinstance(info, Mapping):
+        return False
+    flag = info.get(DESYNC_INFO_KEY)
+    if isinstance(flag, (bool, np.bool_)) and flag:
+        return True
+    return any(_holds_desync_flag(value) for value in info.values() if isinstance(value, Mapping))
+
+
+def is_desync_truncation(env: Any, infos: Sequence[Any] | Mapping[str, Any]) -> bool:
+    """Whether a truncated episode was cut by a desync (env attribute or info flag)."""
+    if getattr(env, "desync_truncation", False):
+        return True
+    if isinstance(infos, Mapping):
+        return _holds_desync_flag(infos)
+    return any(_holds_desync_flag(info) for info in infos)
+
+
+class _EpisodeAccounting:
+    """The curriculum side of an episode, shared by `CurriculumEnv` and `GymCurriculumEnv`:
+    draw a task (following the broadcast stage, if any) and settle an ended episode."""
+
+    def __init__(
+        self,
+        curriculum: Any,
+        *,
+        local_tracking: bool,
+        score_fn: ScoreFn | None,
+        stats_interval: int,
+        stage_source: StageSource | None,
+    ) -> None:
+        for method in ("get_task", "update_task_performance", "stats"):
+            if not callable(getattr(curriculum, method, None)):
+                raise CurriculumConfigError(
+                    f"Expected `curriculum` to have a {method}() method (CurriculumProtocol), "
+                    f"received {type(curriculum).__name__}"
+                )
+        if score_fn is not None and not callable(score_fn):
+            raise CurriculumConfigError(f"Expected `score_fn` to be callable or None, received {score_fn!r}")
+        if not isinstance(local_tracking, bool):
+            raise CurriculumConfigError(f"Expected `local_tracking` to be a bool, received {local_tracking!r}")
+        stats_interval = _check_interval(stats_interval)
+        if stage_source is not None:
+            if local_tracking:
+                raise CurriculumConfigError(
+                    "Expected `stage_source` only with local_tracking=False: a curriculum that records its own "
+                    "completions decides its own stage"
+                )
+            if not callable(getattr(curriculum, "apply_sync_state", None)):
+                raise CurriculumConfigError(
+                    f"Expected a curriculum with apply_sync_state() to follow `stage_source`, "
+                    f"received {type(curriculum).__name__}"
+                )
+        self.curriculum = curriculum
+        self.local_tracking = local_tracking
+        self.recorder = CompletionRecorder(curriculum, stats_interval=stats_interval) if local_tracking else None
+        self.score_fn = score_fn
+        self.stage_source = stage_source
+        self.episodes = 0
+        self.desync_truncations = 0
+        self._get_task = curriculum.get_task
+        self._staged = getattr(curriculum, "stage", None) is not None
+        self._seen_version: int | None = None
+        self._stage_changes = 0
+        score_range = getattr(getattr(curriculum, "config", None), "score_range", None)
+        self._score_low, self._score_high = score_range if score_range is not None else (-np.inf, np.inf)
+
+    def draw_task(self) -> Any:
+        """The next task, drawn after adopting the latest broadcast stage."""
+        source = self.stage_source
+        if source is not None and source.version != self._seen_version:
+            version = source.version
+            sync = source.read()
+            if sync is not None:
+                self.curriculum.apply_sync_state(sync)
+                self._stage_changes = int(sync["stage_changes"])
+            self._seen_version = version
+        return self._get_task()
+
+    def score(self, task: Any, episode_returns: np.ndarray) -> float:
+        score_fn = self.score_fn
+        score = float(score_fn(episode_returns)) if score_fn is not None else float(episode_returns.mean())
+        if not self._score_low <= score <= self._score_high:
+            raise InvalidScoreError(
+                f"Episode score {score!r} of task {task.task_id} ({task.label!r}) is outside the curriculum's "
+                f"score_range [{self._score_low}, {self._score_high}]; pass score_fn= to map episode returns "
+                f"{episode_returns.tolist()} into it"
+            )
+        return score
+
+    def end_episode(self, task: Any, episode_returns: np.ndarray, *, desync: bool) -> tuple[Any, dict[str, Any]]:
+        """Settle the episode of `task`; returns the next task and the episode's info entries."""
+        label = task.label
+        self.episodes += 1
+        entries: dict[str, Any] = {
+            stat_key(EPISODES): 1,
+            stat_key(PER_LABEL_SAMPLES, label): 1,
+            stat_key(TASK_ID): task.task_id,
+            stat_key(DESYNC_TRUNCATIONS): int(desync),
+        }
+        if desync:
+            self.desync_truncations += 1
+        else:
+            score = self.score(task, episode_returns)
+            entries[stat_key(SCORE)] = score
+            if self.recorder is not None:
+                entries.update(self.recorder.record(task.task_id, label, score))
+            else:
+                entries[COMPLETION_INFO_KEY] = {
+                    "task_id": task.task_id,
+                    "label": label,
+                    "score": score,
+                    "stage_changes": self._stage_changes,
+                }
+        next_task = self.draw_task()
+        if self._staged:
+            entries[stat_key(STAGE)] = self.curriculum.stage
+        return next_task, entries
+
+
+def _merge_entries(infos: list[Any], entries: dict[str, Any]) -> list[Any]:
+    """The step's infos with the curriculum entries merged into the env's last info dict."""
+    if infos and isinstance(infos[-1], dict):
+        return [*infos[:-1], {**infos[-1], **entries}]
+    return [*infos, entries]
+
+
+class CurriculumEnv(pufferlib.PufferEnv):
+    """Wraps a native `PufferEnv`: one curriculum task per episode, auto-reset, stats in infos.
+
+    Args:
+        env: the env to wrap; it must have `set_env_config(env_cfg)` (applied at its next
+            reset), the PufferEnv spaces and `num_agents`, and write into its buffers in place.
+        curriculum: a `Curriculum` (or any object with `get_task`, `update_task_performance`
+            and `stats`).
+        seed: reseeds the curriculum handle once per process (the first env built over it in
+            a process does), so worker processes draw different task sequences.
+        score_fn: maps the episode's per-agent returns to a score in the curriculum's
+            `score_range`; default: their mean.
+        local_tracking: record completions here (`update_task_performance`); False reports
+            them in the infos for a main-process recorder (centralized tracking).
+        stats_interval: completions between two reports of the pool-wide `curriculum.stats()`.
+        stage_source: with `local_tracking=False`, the main process's stage broadcast the
+            curriculum copy follows before each task draw.
+        buf: the buffer slice pufferlib's vector handed the env creator; when given, the
+            wrapper checks that `env` really writes into it.
+
+    The module docstring states the reset, truncation, score and stats policies.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        curriculum: Any,
+        *,
+        seed: int | None = None,
+        score_fn: ScoreFn | None = None,
+        local_tracking: bool = True,
+        stats_interval: int = DEFAULT_STATS_INTERVAL,
+        stage_source: StageSource | None = None,
+        buf: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        # PufferEnv.__init__ is not called on purpose: it would allocate or rebind buffers,
+        # while the wrapper forwards the wrapped env's own buffers (below, as properties).
+        self._check_env(env, buf)
+        self.env = env
+        self._accounting = _EpisodeAccounting(
+            curriculum,
+            local_tracking=local_tracking,
+            score_fn=score_fn,
+            stats_interval=stats_interval,
+            stage_source=stage_source,
+        )
+        self.curriculum = curriculum
+        if seed is not None:
+            _reseed_once_per_process(curriculum, seed)
+        n = int(env.num_agents)
+        self._num_agents = n
+        self._env_step = env.step
+        self._env_reset = env.reset
+        self._set_env_config = env.set_env_config
+        self._bind_buffers()
+        self._task: Any = None
+        self._phase = _NOT_STARTED
+        self._return = 0.0
+        self._returns = np.zeros(n, dtype=np.float64)
+        self._post_reset: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._episode_rewards = getattr(env, "get_episode_rewards", None)
+        # The step variant is picked once, here, so the hot path never branches on it.
+        if callable(self._episode_rewards):
+            self.step = self._step_env_returns
+        elif n == 1:
+            self.step = self._step_one_agent
+
+    # ---- construction checks -----------------------------------------------------------------
+    @staticmethod
+    def _check_env(env: Any, buf: Mapping[str, np.ndarray] | None) -> None:
+        missing = [name for name in _REQUIRED_ENV_ATTRIBUTES if not hasattr(env, name)]
+        if missing:
+            raise EnvContractError(
+                f"Expected a PufferEnv to wrap, received {type(env).__name__} without {', '.join(missing)}"
+            )
+        if not callable(getattr(env, "set_env_config", None)):
+            raise EnvContractError(
+                f"{type(env).__name__} has no set_env_config(env_cfg) method; CurriculumEnv applies each task's "
+                "env config through it before the reset that starts the task's episode"
+            )
+        n = env.num_agents
+        if isinstance(n, bool) or not isinstance(n, Integral) or n < 1:
+            raise AgentCountError(f"Expected {type(env).__name__}.num_agents to be an integer >= 1, received {n!r}")
+        for name in BUFFER_NAMES:
+            rows = np.shape(getattr(env, name))[:1]
+            if rows != (n,):
+                raise AgentCountError(
+                    f"{type(env).__name__}.num_agents is {n} but its `{name}` buffer has shape "
+                    f"{np.shape(getattr(env, name))}; set num_agents before super().__init__(buf)"
+                )
+        if buf is None:
+            return
+        for name in BUFFER_NAMES:
+            given = buf.get(name)
+            if given is None:
+                continue
+            if len(given) != n:
+                raise AgentCountError(
+                    f"The vector's `{name}` buffer slice holds {len(given)} agents but {type(env).__name__} has "
+                    f"num_agents={n}; every env of one vector must have the driver env's agent count"
+                )
+            if not np.shares_memory(getattr(env, name), given):
+                raise EnvContractError(
+                    f"{type(env).__name__} does not write into the vector's `{name}` buffer; pass buf=buf to its "
+                    "constructor in the env creator"
+                )
+
+    def _bind_buffers(self) -> None:
+        env = self.env
+        self._rewards = env.rewards
+        self._terminals = env.terminals
+        self._truncations = env.truncations
+        self._reward_view = memoryview(env.rewards)
+        self._terminal_view = memoryview(env.terminals)
+        self._truncation_view = memoryview(env.truncations)
+
+    def _check_buffers_in_place(self) -> None:
+        env = self.env
+        if env.rewards is not self._rewards or env.terminals is not self._terminals \
+                or env.truncations is not self._truncations:
+            raise EnvContractError(
+                f"{type(env).__name__} replaced its rewards/terminals/truncations buffers; a PufferEnv must write "
+                "into the buffers it was given (array[...] = value), never rebind them"
+            )
+
+    # ---- explicit delegation -----------------------------------------------------------------
+    @property
+    def single_observation_space(self) -> Any:
+        return self.env.single_observation_space
+
+    @property
+    def single_action_space(self) -> Any:
+        return self.env.single_action_space
+
+    @property
+    def observation_space(self) -> Any:
+        return self.env.observation_space
+
+    @property
+    def action_space(self) -> Any:
+        return self.env.action_space
+
+    @property
+    def num_agents(self) -> int:
+        return self._num_agents
+
+    @property
+    def observations(self) -> np.ndarray:
+        return self.env.observations
+
+    @property
+    def rewards(self) -> np.ndarray:
+        return self.env.rewards
+
+    @property
+    def terminals(self) -> np.ndarray:
+        return self.env.terminals
+
+    @property
+    def truncations(self) -> np.ndarray:
+        return self.env.truncations
+
+    @property
+    def masks(self) -> np.ndarray:
+        return self.env.masks
+
+    @property
+    def actions(self) -> np.ndarray:
+        return self.env.actions
+
+    @property
+    def agent_ids(self) -> np.ndarray:
+        return self.env.agent_ids
+
+    @property
+    def unwrapped(self) -> Any:
+        """The innermost env (through any wrappers that define `unwrapped`)."""
+        return getattr(self.env, "unwrapped", self.env)
+
+    def render(self) -> Any:
+        return self.env.render()
+
+    def close(self) -> None:
+        """Close the wrapped env (the curriculum belongs to the caller and stays open)."""
+        self.env.close()
+
+    # ---- curriculum state --------------------------------------------------------------------
+    @property
+    def task(self) -> Any:
+        """The task of the running episode (None before the first reset)."""
+        return self._task
+
+    @property
+    def local_tracking(self) -> bool:
+        return self._accounting.local_tracking
+
+    @property
+    def episodes(self) -> int:
+        """Episodes ended (reported or not); abandoned ones are not counted."""
+        return self._accounting.episodes
+
+    @property
+    def desync_truncations(self) -> int:
+        """Episodes cut by a desync truncation (never reported to the curriculum)."""
+        return self._accounting.desync_truncations
+
+    @property
+    def completions(self) -> int:
+        """Episodes reported to the curriculum by this wrapper (local tracking; else 0)."""
+        recorder = self._accounting.recorder
+        return recorder.completions if recorder is not None else 0
+
+    @property
+    def late_completions(self) -> int:
+        """Of those, the ones the curriculum refused as late."""
+        recorder = self._accounting.recorder
+        return recorder.late_completions if recorder is not None else 0
+
+    # ---- episodes ----------------------------------------------------------------------------
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[Any]]:
+        """Start an episode with a newly drawn task (a running episode is abandoned, unreported)."""
+        task = self._accounting.draw_task()
+        self._set_env_config(task.env_cfg)
+        self._task = task
+        obs, infos = self._env_reset(seed)
+        self._check_buffers_in_place()
+        self._return = 0.0
+        self._returns.fill(0.0)
+        self._phase = _RUNNING
+        return obs, infos
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+        """Step the env; at an episode's end, record it and auto-reset with the next task."""
+        if self._phase:
+            self._prepare_step()
+        result = self._env_step(actions)
+        self._returns += self._rewards
+        if self._terminal_view[0] or self._truncation_view[0]:
+            return self._end_step(result)
+        return result
+
+    def _step_one_agent(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+        if self._phase:
+            self._prepare_step()
+        result = self._env_step(actions)
+        self._return += self._reward_view[0]
+        if self._terminal_view[0] or self._truncation_view[0]:
+            return self._end_step(result)
+        return result
+
+    def _step_env_returns(
+        self, actions: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+        if self._phase:
+            self._prepare_step()
+        result = self._env_step(actions)
+        if self._terminal_view[0] or self._truncation_view[0]:
+            return self._end_step(result)
+        return result
+
+    def _prepare_step(self) -> None:
+        if self._phase == _NOT_STARTED:
+            raise EpisodeNotStartedError(
+                "CurriculumEnv.step() called before reset(); call reset() once before the first step "
+                "(later episodes start automatically)"
+            )
+        rewards, terminals, truncations = self._post_reset
+        self._rewards[...] = rewards
+        self._terminals[...] = terminals
+        self._truncations[...] = truncations
+        self._phase = _RUNNING
+
+    def _episode_returns(self) -> np.ndarray:
+        if callable(self._episode_rewards):
+            returns = np.asarray(self._episode_rewards(), dtype=np.float64).reshape(-1)
+            if returns.shape != (self._num_agents,):
+                raise AgentCountError(
+                    f"{type(self.env).__name__}.get_episode_rewards() returned {returns.shape[0]} returns for "
+                    f"num_agents={self._num_agents}"
+                )
+            return returns
+        if self._num_agents == 1:
+            return np.array([self._return])
+        return self._returns.copy()
+
+    def _end_step(
+        self, result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+        obs, rewards, terminals, truncations, infos = result
+        if self._num_agents > 1 and not (self._terminals | self._truncations).all():
+            return result  # agent 0 is done, others still play
+        self._check_buffers_in_place()
+        returns = self._episode_returns()
+        desync = bool(self._truncations.any()) and is_desync_truncation(self.env, infos)
+        ended = (self._rewards.copy(), self._terminals.copy(), self._truncations.copy())
+        self._task, entries = self._accounting.end_episode(self._task, returns, desync=desync)
+        self._set_env_config(self._task.env_cfg)
+        obs, reset_infos = self._env_reset()
+        self._check_buffers_in_place()
+        self._return = 0.0
+        self._returns.fill(0.0)
+        self._post_reset = (self._rewards.copy(), self._terminals.copy(), self._truncations.copy())
+        self._rewards[...] = ended[0]
+        self._terminals[...] = ended[1]
+        self._truncations[...] = ended[2]
+        self._phase = _FLAGS_STALE
+        infos = _merge_entries(list(infos or ()), entries)
+        if reset_infos:
+            infos.extend(reset_infos)
+        return obs, self._rewards, self._terminals, self._truncations, infos

@@ -1,0 +1,125 @@
+"""GymCurriculumEnv: the CurriculumEnv semantics with gymnasium's reset discipline."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+
+from conftest import HARD, two_label_config
+from curriculum import EnvContractError, EpisodeNotStartedError, GymCurriculumEnv
+from curriculum.stats import COMPLETION_INFO_KEY, stat_key
+
+
+class FixedGymEnv(gymnasium.Env):
+    """Single-agent gymnasium env: `reward_per_step` for `episode_length` steps; the config
+    (set through `set_env_config`, applied at reset) is echoed in the observation."""
+
+    observation_space = gymnasium.spaces.Box(low=-np.inf, high=np.inf, shape=(3,), dtype=np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = {"reward_per_step": 0.125, "episode_length": 4, "tag": 0, "end": "terminal"}
+        self._pending: dict[str, Any] | None = None
+        self._step = 0
+        self.configs_at_reset: list[dict[str, Any]] = []
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        self._pending = dict(env_cfg)
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.config["episode_length"], self.config["tag"], self._step], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if self._pending is not None:
+            self.config = {"end": "terminal", **self._pending}
+            self._pending = None
+        self.configs_at_reset.append(dict(self.config))
+        self._step = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._step += 1
+        done = self._step >= self.config["episode_length"]
+        end = self.config["end"]
+        info: dict[str, Any] = {"truncated_by_desync": True} if done and end == "desync" else {}
+        terminated = done and end == "terminal"
+        return self._obs(), self.config["reward_per_step"], terminated, done and not terminated, info
+
+
+def run_episodes(env: GymCurriculumEnv, episodes: int) -> list[dict[str, Any]]:
+    """Episode-end infos of `episodes` episodes, resetting between them like a gym loop."""
+    out = []
+    for _ in range(episodes):
+        env.reset()
+        while True:
+            _, _, terminated, truncated, info = env.step(0)
+            if terminated or truncated:
+                out.append(info)
+                break
+    return out
+
+
+def test_each_episode_runs_its_task_and_is_credited_to_it(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config())
+    env = GymCurriculumEnv(FixedGymEnv(), curriculum)
+    obs, _ = env.reset()
+    assert obs[1] == env.task.env_cfg["tag"]  # the first episode already runs its task
+    infos = run_episodes(env, 30)  # its first reset abandons the unstarted episode: nothing recorded
+    tags = {"easy": 1, "hard": 2}
+    for config, info in zip(env.unwrapped.configs_at_reset[1:], infos, strict=True):
+        (label,) = [k.rsplit("/", 1)[1] for k in info if k.startswith(stat_key("per_label_samples"))]
+        assert config["tag"] == tags[label]
+    assert env.episodes == env.completions == curriculum.tracker.total_completions == 30
+    assert float(curriculum.tracker.score_sum.sum()) == 15.0
+
+
+def test_no_auto_reset_and_step_after_the_end_is_refused(make_curriculum: Any) -> None:
+    env = GymCurriculumEnv(FixedGymEnv(), make_curriculum(two_label_config(easy=HARD)))
+    run_episodes(env, 1)
+    message = ("GymCurriculumEnv.step() called with no running episode; call reset() first "
+               "(after an episode ends, reset() starts the next task)")
+    with pytest.raises(EpisodeNotStartedError, match=f"^{re.escape(message)}$"):
+        env.step(0)
+
+
+def test_time_limit_truncation_recorded_desync_truncation_not(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config(easy={**HARD, "end": "truncation"}, hard={**HARD, "end": "desync"}))
+    env = GymCurriculumEnv(FixedGymEnv(), curriculum)
+    infos = run_episodes(env, 40)
+    cut = [info for info in infos if info[stat_key("desync_truncations")]]
+    assert 0 < len(cut) < 40
+    assert env.desync_truncations == len(cut)
+    assert curriculum.tracker.total_completions == 40 - len(cut)
+
+
+def test_without_local_tracking_the_completion_travels_in_the_info(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config(easy=HARD))
+    env = GymCurriculumEnv(FixedGymEnv(), curriculum, local_tracking=False)
+    (info,) = run_episodes(env, 1)
+    assert info[COMPLETION_INFO_KEY]["score"] == 0.5
+    assert curriculum.tracker.total_completions == 0
+
+
+def test_env_without_set_env_config(make_curriculum: Any) -> None:
+    class Plain(FixedGymEnv):
+        set_env_config = None  # type: ignore[assignment]
+
+    message = ("Plain has no set_env_config(env_cfg) method; GymCurriculumEnv applies each task's env config "
+               "through env.unwrapped.set_env_config before the reset that starts the task")
+    with pytest.raises(EnvContractError, match=f"^{re.escape(message)}$"):
+        GymCurriculumEnv(Plain(), make_curriculum(two_label_config()))
+
+
+def test_forwards_through_gymnasium_wrapper_properties(make_curriculum: Any) -> None:
+    inner = FixedGymEnv()
+    env = GymCurriculumEnv(gymnasium.wrappers.TimeLimit(inner, max_episode_steps=100),
+                           make_curriculum(two_label_config()))
+    assert env.observation_space == inner.observation_space and env.action_space == inner.action_space
+    assert env.unwrapped is inner
+    assert all("__getattr__" not in vars(cls) for cls in type(env).__mro__ if cls is not object)

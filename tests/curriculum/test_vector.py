@@ -1,0 +1,193 @@
+"""Many workers, one curriculum: both designs on pufferlib Serial and Multiprocessing.
+
+Every episode is recorded exactly once, workers never sample from a stage the global state
+has not reached, and the stage lag after an advancement is at most one vec step.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pufferlib.vector
+import pytest
+
+from conftest import HARD, FixedEpisodeEnv, staged_config, two_label_config
+from curriculum import (
+    CentralizedCurriculumVecEnv,
+    CurriculumConfig,
+    CurriculumConfigError,
+    LearningProgressConfig,
+    SingleTaskGenerator,
+    StageBroadcast,
+    WorkerProcessError,
+    make_curriculum_vecenv,
+)
+from curriculum.stats import stat_key
+
+MP = pytest.mark.multiprocessing
+DESIGNS = [
+    pytest.param("Serial", "shared", id="serial-shared"),
+    pytest.param("Serial", "centralized", id="serial-centralized"),
+    pytest.param("Multiprocessing", "shared", id="mp-shared", marks=MP),
+    pytest.param("Multiprocessing", "centralized", id="mp-centralized", marks=MP),
+]
+NUM_ENVS = 4
+
+
+def fixed_env(buf: Any = None, seed: int = 0) -> FixedEpisodeEnv:
+    return FixedEpisodeEnv(buf=buf, seed=seed)
+
+
+def vec_options(backend: str) -> dict[str, Any]:
+    return {"num_workers": 2, "overwork": True} if backend == "Multiprocessing" else {}
+
+
+def label_of(info: dict[str, Any]) -> str:
+    (label,) = [k.rsplit("/", 1)[1] for k in info if k.startswith(stat_key("per_label_samples"))]
+    return label
+
+
+@pytest.mark.parametrize(("backend", "tracking"), DESIGNS)
+def test_every_episode_recorded_exactly_once(make_curriculum: Any, backend: str, tracking: str) -> None:
+    config = two_label_config(hard={**HARD, "end": "desync"})  # "hard" episodes are desync cuts
+    curriculum = make_curriculum(config, shared=tracking == "shared")
+    vecenv = make_curriculum_vecenv(fixed_env, curriculum, backend=backend, tracking=tracking, num_envs=NUM_ENVS,
+                                    stats_interval=5, **vec_options(backend))
+    terminal_episodes = desync_episodes = 0
+    infos: list[dict[str, Any]] = []
+    try:
+        vecenv.reset()
+        for _ in range(24):
+            _, _, terminals, truncations, step_infos = vecenv.step(np.zeros(NUM_ENVS, dtype=np.int32))
+            terminal_episodes += int(terminals.sum())
+            desync_episodes += int(truncations.sum())
+            infos.extend(step_infos)
+    finally:
+        vecenv.close()
+    assert terminal_episodes > 0 and desync_episodes > 0
+    ended = [info for info in infos if stat_key("episodes") in info]
+    assert len(ended) == terminal_episodes + desync_episodes
+    assert sum(info[stat_key("desync_truncations")] for info in ended) == desync_episodes
+    assert all(label_of(info) == "hard" for info in ended if info[stat_key("desync_truncations")])
+    tracker = curriculum.tracker
+    assert tracker.total_completions == terminal_episodes and tracker.late_completions == 0
+    assert float(tracker.score_sum.sum()) == 0.5 * terminal_episodes
+    assert sum(info.get(stat_key("completions"), 0) for info in ended) == terminal_episodes
+    assert all("curriculum_completion" not in info for info in infos)  # consumed by the main process
+
+
+@pytest.mark.parametrize(("backend", "tracking"), DESIGNS)
+def test_stage_sync_lag_is_at_most_one_vec_step(make_curriculum: Any, backend: str, tracking: str) -> None:
+    # One-step episodes: every env ends an episode and draws a task at every vec step, so a
+    # broadcast that arrives one step late shows as a task drawn from the old stage.
+    one_step = {"reward_per_step": 0.5, "episode_length": 1}
+    curriculum = make_curriculum(staged_config(num_stages=3, min_episodes=4, episode=one_step),
+                                 shared=tracking == "shared")
+    vecenv = make_curriculum_vecenv(fixed_env, curriculum, backend=backend, tracking=tracking, num_envs=NUM_ENVS,
+                                    stats_interval=1000, **vec_options(backend))
+    steps = 12
+    stage_after: dict[int, int] = {}  # vec step -> global stage once it returned (-1: the reset)
+    episodes = 0
+    try:
+        vecenv.reset()
+        stage_after[-1] = curriculum.stage
+        for step in range(steps):
+            infos = vecenv.step(np.zeros(NUM_ENVS, dtype=np.int32))[4]
+            stage_after[step] = curriculum.stage
+            assert len(infos) == NUM_ENVS
+            for info in infos:
+                episodes += 1
+                drawn = step - 1  # the step whose auto-reset drew this task (-1: the reset)
+                task_stage = int(label_of(info).removeprefix("stage"))
+                assert stage_after.get(drawn - 1, 0) <= task_stage <= stage_after[drawn], (step, info)
+                reported = info[stat_key("stage")]  # the worker's stage after drawing its next task
+                assert stage_after[step - 1] <= reported <= stage_after[step], (step, info)
+    finally:
+        vecenv.close()
+    stats = curriculum.stats()
+    assert curriculum.stage == 2 and stats["advancements"] == 2 and stats["regressions"] == 0
+    assert episodes == NUM_ENVS * steps
+    assert curriculum.tracker.total_completions + curriculum.tracker.late_completions == episodes
+
+
+@MP
+def test_shared_workers_draw_their_own_task_sequences(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config(easy=HARD, num_active_tasks=64), shared=True)
+    vecenv = make_curriculum_vecenv(fixed_env, curriculum, backend="Multiprocessing", num_envs=2, num_workers=2,
+                                    overwork=True)
+    sequences: list[list[int]] = [[], []]
+    try:
+        vecenv.reset()
+        for _ in range(40):
+            infos = vecenv.step(np.zeros(2, dtype=np.int32))[4]
+            for worker, info in enumerate(infos):  # both end together; worker order
+                sequences[worker].append(info[stat_key("task_id")])
+    finally:
+        vecenv.close()
+    assert len(sequences[0]) == 10 and sequences[0] != sequences[1]
+
+
+@MP
+def test_a_worker_that_dies_is_reported_not_awaited(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config(easy=HARD), shared=True)
+    vecenv = make_curriculum_vecenv(fixed_env, curriculum, backend="Multiprocessing", num_envs=2, num_workers=2,
+                                    overwork=True, score_fn=lambda returns: 2.0)  # InvalidScoreError in the workers
+    pattern = (r"^Vectorized worker \d \(pid \d+\) exited with code 1 while the main process waited for its step; "
+               r"its traceback is on stderr$")
+    try:
+        vecenv.reset()
+        with pytest.raises(WorkerProcessError, match=pattern):
+            for _ in range(4):
+                vecenv.step(np.zeros(2, dtype=np.int32))
+    finally:
+        vecenv.close()
+
+
+def test_stage_broadcast_publishes_whole_states() -> None:
+    broadcast = StageBroadcast()
+    assert broadcast.version == 0 and broadcast.read() is None
+    broadcast.publish({"stage": 2, "stage_changes": 3})
+    assert broadcast.version == 2 and broadcast.read() == {"stage": 2, "stage_changes": 3}
+
+
+# ---- refusals -----------------------------------------------------------------------------------
+def test_unknown_options_are_refused_by_name(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config())
+    message = ("Unknown option(s) 'env_method', 'num_worker' for make_curriculum_vecenv; expected keyword arguments "
+               "from ('batch_size', 'zero_copy', 'overwork')")
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, curriculum, num_envs=2, num_worker=2, env_method=True)
+    message = "Expected `backend` to be one of ('Serial', 'Multiprocessing'), received 'Ray'"
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, curriculum, num_envs=2, backend="Ray")
+    message = "Expected `tracking` to be one of ('shared', 'centralized'), received 'local'"
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, curriculum, num_envs=2, tracking="local")
+
+
+def test_centralized_tracking_refuses_learning_progress(make_curriculum: Any) -> None:
+    config = CurriculumConfig(task_generator=SingleTaskGenerator({"tag": 1}, label="a"),
+                              algorithm=LearningProgressConfig(), num_active_tasks=4)
+    message = ("Centralized tracking supports staged progression and uniform curricula, received "
+               "'learning_progress': worker copies cannot follow a pool the main process changes by evicting tasks; "
+               "use tracking='shared' with Curriculum(config, shared_memory=True)")
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, make_curriculum(config), num_envs=2, tracking="centralized")
+
+
+def test_shared_tracking_on_multiprocessing_needs_a_shared_curriculum(make_curriculum: Any) -> None:
+    message = ("Expected a shared curriculum (Curriculum(config, shared_memory=True)) for tracking='shared' on "
+               "Multiprocessing, received a local one: each worker process would record into its own private copy")
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, make_curriculum(two_label_config()), backend="Multiprocessing",
+                               num_envs=2, num_workers=2, overwork=True)
+
+
+def test_centralized_staged_wrapper_needs_a_broadcast(make_curriculum: Any) -> None:
+    vecenv = pufferlib.vector.make(fixed_env, backend=pufferlib.vector.Serial, num_envs=1)
+    message = ("Expected a `stage_broadcast` for a staged curriculum under centralized tracking: without it the "
+               "workers never learn of a stage change")
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        CentralizedCurriculumVecEnv(vecenv, make_curriculum(staged_config()))
