@@ -47,7 +47,7 @@ def test_impossible_tasks_get_low_lp_and_few_samples(curriculum_factory, scenari
     limit = LIMITS.max_zero_share if mode == "zero" else LIMITS.max_noise_share
     counted = LIMITS.episodes - LIMITS.warmup_episodes
     check_limit(f"{mode}_impossible_share", share, limit, fmt=".1%",
-                what=f"{mode} impossible tasks (uniform share 50%) got a sample share after {LIMITS.episodes} episodes of")
+                what=f"share of samples {mode} impossible tasks got in {LIMITS.episodes} episodes (uniform: 50%):")
     lp = {label: _mean_label_lp(result, label) for label in space.learnable_labels + space.impossible_labels}
     for impossible in space.impossible_labels:
         for learnable in space.learnable_labels:
@@ -65,5 +65,5 @@ def test_mostly_impossible_space_still_trains_learnable_tasks(curriculum_factory
     share = _share(result, space.learnable_labels)
     check_limit("mostly_impossible_learnable_share", share, LIMITS.min_mostly_impossible_learnable_share,
                 upper=False, fmt=".1%",
-                what=f"learnable tasks (10% of the task space) got a sample share after {LIMITS.episodes} episodes of")
+                what=f"share of samples learnable tasks (10% of the task space) got in {LIMITS.episodes} episodes:")
     golden({"learnable_share": share, "samples_by_label": dict(result.samples_by_label)})
