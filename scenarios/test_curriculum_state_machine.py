@@ -1,0 +1,439 @@
+"""Stateful property test: any sequence of hand-outs, completions, checkpoints and bad input
+keeps a curriculum's books straight.
+
+Bug class: accounting that drifts under interleavings no scenario replays (a late completion
+credited to the slot's new task, a checkpoint that drops the sampler's random state, a bad
+score or task id that changes something before it is refused, probabilities that stop
+summing to 1). Hypothesis drives the curriculum under test (`curriculum_factory`, so
+`--curriculum=module:factory` gates another implementation too) next to a simple model: the
+updates made, the ones credited, the task ids handed out and the ids that have left the pool.
+
+Small pools, short refresh intervals and few minimum presentations make evictions, and so
+late completions, happen within a few steps. The built-in curriculum is driven with learning
+progress, uniform and staged-progression configs; a plug-in factory gets learning-progress
+configs only, which is what the other scenarios hand it. `BROKEN_CURRICULA` are deliberately wrong
+variants of the built-in curriculum; `test_machine_fails_on_broken_curriculum` proves the
+machine catches each one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping
+from numbers import Number
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from curriculum import (
+    BucketedTaskGenerator,
+    Curriculum,
+    CurriculumConfig,
+    InvalidScoreError,
+    LearningProgressConfig,
+    Stage,
+    StagedProgressionConfig,
+    UniformConfig,
+    UnknownTaskError,
+    WeightedTaskSetGenerator,
+)
+from curriculum.tracker import EMPTY
+
+CurriculumFactory = Callable[[CurriculumConfig], Any]
+
+#: Set by `_factory_under_test` for each test of this module (a state machine takes no fixtures).
+_FACTORY: CurriculumFactory | None = None
+
+MACHINE_SETTINGS = settings(
+    max_examples=40, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+
+#: Counters the model checks in `stats()`; a curriculum that lacks them is skipped, not failed.
+COUNTER_STATS = ("total_completions", "late_completions")
+
+GOOD_SCORES = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(min_value=0.0, max_value=1.0))
+BAD_SCORES = st.one_of(
+    st.sampled_from([math.nan, math.inf, -math.inf]),
+    st.floats(max_value=0.0, exclude_max=True, allow_infinity=False),
+    st.floats(min_value=1.0, exclude_min=True, allow_infinity=False),
+)
+
+
+@pytest.fixture(autouse=True)
+def _factory_under_test(curriculum_factory: CurriculumFactory) -> Iterator[None]:
+    """Hand the plugin's `curriculum_factory` to the state machine through `_FACTORY`."""
+    global _FACTORY
+    previous, _FACTORY = _FACTORY, curriculum_factory
+    yield
+    _FACTORY = previous
+
+
+def _generator(seed: int) -> WeightedTaskSetGenerator:
+    return WeightedTaskSetGenerator(
+        [BucketedTaskGenerator({}, {"task_index": [0, 1, 2]}, label="easy", seed=seed),
+         BucketedTaskGenerator({}, {"task_index": [3, 4]}, label="hard", seed=seed)],
+        seed=seed,
+    )
+
+
+@st.composite
+def configs(draw: st.DrawFn, *, all_algorithms: bool) -> CurriculumConfig:
+    """Small curricula that evict often: learning progress, plus uniform and staged
+    progression when `all_algorithms` (a plug-in factory is handed what the LP scenarios
+    hand it, learning-progress configs only)."""
+    seed = draw(st.integers(0, 2**16))
+    kinds = ["learning_progress"] + (["learning_progress", "uniform", "staged_progression"] if all_algorithms else [])
+    kind = draw(st.sampled_from(kinds))
+    generator: BucketedTaskGenerator | WeightedTaskSetGenerator | None = _generator(seed)
+    if kind == "learning_progress":
+        algorithm: Any = LearningProgressConfig(min_samples_for_lp=draw(st.integers(1, 3)))
+    elif kind == "uniform":
+        algorithm = UniformConfig()
+    else:
+        window = draw(st.integers(1, 3))
+        algorithm = StagedProgressionConfig(
+            stages=[Stage("first", BucketedTaskGenerator({}, {"task_index": [0, 1]}, label="first", seed=seed)),
+                    Stage("second", BucketedTaskGenerator({}, {"task_index": [2, 3]}, label="second", seed=seed))],
+            advancement_threshold=0.5, min_episodes=window, window=window, regression_threshold=0.25,
+        )
+        generator = None
+    return CurriculumConfig(
+        task_generator=generator,
+        algorithm=algorithm,
+        num_active_tasks=draw(st.integers(1, 8)),
+        seed=seed,
+        min_presentations=draw(st.integers(1, 3)),
+        eviction_percentile=draw(st.sampled_from([100.0, 50.0, 25.0, 0.0])),
+        refresh_interval=draw(st.integers(1, 8)),
+    )
+
+
+def _error_of(call: Callable[[], Any]) -> BaseException | None:
+    """The exception `call()` raised, or None (the caller asserts on it)."""
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - returned to the caller, which asserts its type
+        return exc
+    return None
+
+
+def _numbers(value: Any, path: str = "stats()") -> Iterator[tuple[str, float]]:
+    """Every number inside a (nested) stats mapping, with where it is."""
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _numbers(item, f"{path}[{key!r}]")
+    elif isinstance(value, (list, tuple, np.ndarray)):
+        for index, item in enumerate(value):
+            yield from _numbers(item, f"{path}[{index}]")
+    elif isinstance(value, (Number, np.number)) and not isinstance(value, (bool, np.bool_)):
+        yield path, float(value)
+
+
+class CurriculumMachine(RuleBasedStateMachine):
+    """The curriculum under test beside a model of what has been handed out and credited."""
+
+    def __init__(self, factory: CurriculumFactory | None = None) -> None:
+        super().__init__()
+        factory = factory if factory is not None else _FACTORY
+        assert factory is not None, "run through pytest (the `curriculum_factory` fixture sets the factory)"
+        self.factory = factory
+        self.curriculum: Any = None
+        self.config: CurriculumConfig | None = None
+        self.updates = 0
+        """`update_task_performance` calls that returned (bad input excluded)."""
+        self.credited = 0
+        """Of those, the ones the curriculum accepted (did not return False)."""
+        self.issued: set[int] = set()
+        """Every task id `get_task()` returned."""
+        self.departed: set[int] = set()
+        """Ids seen in the pool (or handed out) and later seen outside it: never to come back."""
+        self.seen_pool: set[int] = set()
+        """Every id seen in the pool."""
+        self.pool: set[int] | None = None
+        """The pool at the last look (None if the curriculum does not show it)."""
+        self.last_task_id: int | None = None
+        """The id the last `get_task()` returned."""
+
+    # ---- capabilities ------------------------------------------------------------------------
+    @property
+    def checkpointable(self) -> bool:
+        return callable(getattr(self.curriculum, "get_state", None)) and \
+            callable(getattr(self.curriculum, "load_state", None))
+
+    def active_ids(self) -> set[int] | None:
+        """Ids in the pool now, if the curriculum shows its pool."""
+        if not callable(getattr(self.curriculum, "active_tasks", None)):
+            return None
+        return {task.task_id for task in self.curriculum.active_tasks()}
+
+    def snapshot(self) -> Any:
+        """What must not change on refused input: the checkpoint, else the stats."""
+        if self.checkpointable:
+            return json.loads(json.dumps(self.curriculum.get_state()))
+        return self.curriculum.stats()
+
+    def _known_ids(self) -> set[int]:
+        return self.issued | self.seen_pool
+
+    # ---- rules -------------------------------------------------------------------------------
+    @initialize(data=st.data())
+    def build(self, data: st.DataObject) -> None:
+        builtin = isinstance(self.factory, type) and issubclass(self.factory, Curriculum)
+        self.config = data.draw(configs(all_algorithms=builtin), label="config")
+        self.curriculum = self.factory(self.config)
+        stats = self.curriculum.stats()
+        lacking = [key for key in COUNTER_STATS if key not in stats]
+        if lacking:
+            pytest.skip(f"the curriculum state machine needs stats() to report {lacking}")
+        self._observe_pool()
+
+    @rule()
+    def get_task(self) -> None:
+        """Hand a task out; its episode may end much later (or never)."""
+        task = self.curriculum.get_task()
+        assert isinstance(task.task_id, int) and not isinstance(task.task_id, bool), \
+            f"get_task() returned task_id {task.task_id!r}, expected an int"
+        assert task.task_id not in self.departed, \
+            f"get_task() returned task {task.task_id}, which had already left the pool"
+        active = self.active_ids()
+        if active is not None:
+            assert task.task_id in active, f"get_task() returned task {task.task_id}, not in the pool {sorted(active)}"
+        self.issued.add(task.task_id)
+        self.last_task_id = task.task_id
+
+    @rule(scores=st.lists(GOOD_SCORES, min_size=1, max_size=10))
+    def play_episodes(self, scores: list[float]) -> None:
+        """Episodes run back to back, each completed before the next task is drawn (as one
+        env does); this is what fills tasks' presentations and so drives eviction."""
+        for score in scores:
+            self.get_task()
+            self._update(self.last_task_id, score)
+            self._observe_pool()
+
+    def handed_out_in_pool(self) -> set[int]:
+        """Handed-out tasks still in the pool at the last look (all handed out, if it is hidden)."""
+        return self.issued if self.pool is None else self.issued & self.pool
+
+    @precondition(lambda self: bool(self.handed_out_in_pool()))
+    @rule(data=st.data(), score=GOOD_SCORES)
+    def update(self, data: st.DataObject, score: float) -> None:
+        """A completion of a handed-out task that is still in the pool: must be credited."""
+        task_id = data.draw(st.sampled_from(sorted(self.handed_out_in_pool())), label="task_id")
+        self._update(task_id, score)
+
+    @precondition(lambda self: bool(self.issued & self.departed))
+    @rule(data=st.data(), score=GOOD_SCORES)
+    def update_departed(self, data: st.DataObject, score: float) -> None:
+        """A completion that arrives after its task was evicted: must be counted late."""
+        task_id = data.draw(st.sampled_from(sorted(self.issued & self.departed)), label="departed task_id")
+        self._update(task_id, score)
+
+    def _update(self, task_id: int, score: float) -> None:
+        active = self.active_ids()
+        result = self.curriculum.update_task_performance(task_id, score)
+        self.updates += 1
+        self.credited += result is not False
+        if active is not None:
+            if task_id in active:
+                assert result is not False, \
+                    f"update_task_performance({task_id}, {score!r}) returned {result!r} for a task in the pool"
+            else:
+                assert result is False, (
+                    f"update_task_performance({task_id}, {score!r}) returned {result!r} for a task that left the "
+                    f"pool (pool now {sorted(active)}): a late completion must return False"
+                )
+
+    @precondition(lambda self: bool(self.issued))
+    @rule(data=st.data(), score=BAD_SCORES)
+    def bad_score(self, data: st.DataObject, score: float) -> None:
+        task_id = data.draw(st.sampled_from(sorted(self.issued)), label="task_id")
+        self._refused(task_id, score, InvalidScoreError)
+
+    @rule(data=st.data())
+    def unknown_task(self, data: st.DataObject) -> None:
+        beyond = max(self._known_ids(), default=-1) + 1
+        task_id = data.draw(st.one_of(st.integers(beyond, beyond + 1000), st.integers(-1000, -1)), label="task_id")
+        self._refused(task_id, 0.5, UnknownTaskError)
+
+    def _refused(self, task_id: Any, score: float, error: type[Exception]) -> None:
+        before = self.snapshot()
+        raised = _error_of(lambda: self.curriculum.update_task_performance(task_id, score))
+        assert isinstance(raised, error), (
+            f"update_task_performance({task_id!r}, {score!r}) raised {raised!r}, expected {error.__name__}"
+        )
+        after = self.snapshot()
+        assert after == before, (
+            f"update_task_performance({task_id!r}, {score!r}) raised {error.__name__} but changed the state:\n"
+            f"before {before}\nafter  {after}"
+        )
+
+    @precondition(lambda self: self.checkpointable)
+    @rule(probe=st.integers(1, 3))
+    def checkpoint_round_trip(self, probe: int) -> None:
+        """Save, load into a fresh curriculum, carry on with the restored one."""
+        saved = json.loads(json.dumps(self.curriculum.get_state()))  # a checkpoint goes through a file
+        restored = self.factory(self.config)
+        restored.load_state(saved)
+        reloaded = json.loads(json.dumps(restored.get_state()))
+        assert reloaded == saved, "get_state() after load_state(state) differs from state"
+        original = [self.curriculum.get_task().task_id for _ in range(probe)]
+        resumed = [restored.get_task().task_id for _ in range(probe)]
+        assert resumed == original, f"after a checkpoint round trip get_task() gave {resumed}, expected {original}"
+        self.issued.update(resumed)
+        self.curriculum = restored
+
+    # ---- invariants --------------------------------------------------------------------------
+    def _observe_pool(self) -> None:
+        active = self.pool = self.active_ids()
+        if active is None:
+            return
+        self.departed |= self._known_ids() - active
+        self.seen_pool |= active
+
+    @invariant()
+    def completions_are_counted_once(self) -> None:
+        if self.curriculum is None:
+            return
+        stats = self.curriculum.stats()
+        total, late = stats["total_completions"], stats["late_completions"]
+        assert total + late == self.updates, (
+            f"stats() reports {total} completions + {late} late = {total + late}, but {self.updates} updates "
+            "were made"
+        )
+        assert total == self.credited, (
+            f"stats() reports {total} credited completions, but update_task_performance accepted {self.credited}"
+        )
+
+    @invariant()
+    def stats_are_finite(self) -> None:
+        if self.curriculum is None:
+            return
+        bad = [(where, value) for where, value in _numbers(self.curriculum.stats()) if not math.isfinite(value)]
+        assert not bad, f"stats() holds non-finite numbers: {bad}"
+
+    @invariant()
+    def sampling_probabilities_are_a_distribution(self) -> None:
+        if not callable(getattr(self.curriculum, "sampling_probabilities", None)):
+            return
+        p = np.asarray(self.curriculum.sampling_probabilities(), dtype=np.float64)
+        assert p.shape == (self.config.num_active_tasks,), \
+            f"sampling_probabilities() has shape {p.shape}, expected ({self.config.num_active_tasks},)"
+        assert np.isfinite(p).all() and (p >= 0).all(), f"sampling_probabilities() = {p.tolist()}"
+        assert math.isclose(float(p.sum()), 1.0, abs_tol=1e-9), \
+            f"sampling_probabilities() sum to {float(p.sum())!r}, expected 1: {p.tolist()}"
+
+    @invariant()
+    def pool_is_full_and_ids_are_fresh(self) -> None:
+        if self.curriculum is None or self.active_ids() is None:
+            return
+        tasks = self.curriculum.active_tasks()
+        ids = [task.task_id for task in tasks]
+        capacity = self.config.num_active_tasks
+        assert len(tasks) == capacity == self.curriculum.num_active_tasks, (
+            f"pool holds {len(tasks)} tasks, num_active_tasks is {self.curriculum.num_active_tasks}, "
+            f"config asks for {capacity}"
+        )
+        assert len(set(ids)) == len(ids), f"the pool holds a task twice: {ids}"
+        returned = sorted(set(ids) & self.departed)
+        assert not returned, f"tasks {returned} left the pool and came back (pool {ids})"
+        self._observe_pool()
+        created = self.curriculum.stats().get("tasks_created")
+        if created is not None:  # each new task has an id of its own, so the model saw every one
+            assert created == len(self.seen_pool), (
+                f"stats() reports {created} tasks created, but {len(self.seen_pool)} distinct task ids have been "
+                "in the pool: a new task reused an old id"
+            )
+        if isinstance(self.curriculum, Curriculum):  # the built-in id scheme: generation * capacity + slot
+            misplaced = [(slot, task_id) for slot, task_id in enumerate(ids)
+                         if task_id == EMPTY or task_id % capacity != slot]
+            assert not misplaced, f"(slot, task id) pairs whose id does not map to the slot: {misplaced}"
+
+
+TestCurriculumStateMachine = CurriculumMachine.TestCase
+TestCurriculumStateMachine.settings = MACHINE_SETTINGS
+
+
+# ---- the machine can fail: deliberately broken curricula --------------------------------------
+class _LateCreditedToNewTask(Curriculum):
+    """Bug: a completion of an evicted task is credited to the task now in its slot."""
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        current = self._task_ids.item(task_id % self._capacity) if isinstance(task_id, int) and task_id >= 0 else None
+        if current is not None and current > task_id:
+            task_id = current
+        return super().update_task_performance(task_id, score)
+
+
+class _LoadStateIgnoresRng(Curriculum):
+    """Bug: `load_state` restores everything but the sampler's random stream."""
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        rng = self._rng
+        super().load_state(state)
+        self._rng = rng
+
+
+class _UnknownIdCountedLate(Curriculum):
+    """Bug: an id from the future is counted as a late completion before it is refused."""
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        if isinstance(task_id, int) and task_id > max(self._task_ids.tolist()):
+            self._tracker.record_late()
+        return super().update_task_performance(task_id, score)
+
+
+class _NanScoreAccepted(Curriculum):
+    """Bug: a NaN score is recorded as 0 instead of being refused."""
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        return super().update_task_performance(task_id, 0.0 if score != score else score)
+
+
+class _UnnormalisedProbabilities(Curriculum):
+    """Bug: the sampling distribution is reported (and drawn from) before normalisation."""
+
+    def _refresh(self) -> None:
+        super()._refresh()
+        self._probabilities = self._probabilities * self._capacity
+
+
+class _EvictionReusesIds(Curriculum):
+    """Bug: a new task takes the evicted task's id, so the two can no longer be told apart."""
+
+    def _evict(self, slot: int, task_id: int) -> None:
+        super()._evict(slot, task_id)
+        self._tracker.task_ids[slot] = task_id
+
+
+BROKEN_CURRICULA: dict[str, CurriculumFactory] = {
+    "late completion credited to the slot's new task": _LateCreditedToNewTask,
+    "load_state ignores the random stream": _LoadStateIgnoresRng,
+    "unknown task id changes the counters": _UnknownIdCountedLate,
+    "NaN score accepted": _NanScoreAccepted,
+    "sampling probabilities not normalised": _UnnormalisedProbabilities,
+    "evicted task id reused": _EvictionReusesIds,
+}
+
+BROKEN_RUN_SETTINGS = settings(
+    MACHINE_SETTINGS, max_examples=200, database=None, phases=[Phase.explicit, Phase.generate],
+    report_multiple_bugs=False,
+)
+
+
+@pytest.mark.parametrize("bug", sorted(BROKEN_CURRICULA))
+def test_machine_fails_on_broken_curriculum(bug: str) -> None:
+    broken = BROKEN_CURRICULA[bug]
+    with pytest.raises(AssertionError):
+        run_state_machine_as_test(lambda: CurriculumMachine(broken), settings=BROKEN_RUN_SETTINGS)

@@ -1,0 +1,159 @@
+"""The pytest plugin, driven the way users drive it: options on a real pytest run (pytester)."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+import harness.faults  # noqa: F401  (see below)
+
+pytest_plugins = ["pytester"]
+
+# pytester's in-process runs forget the modules each run imported; native extensions (torch,
+# under pufferlib, which `harness.faults` pulls in) cannot be imported a second time in one
+# process, so everything the inner runs import is imported here first and kept.
+
+#: Inner runs leave hypothesis's plugin out: it imports (and assert-rewrites) all of
+#: hypothesis at the end of every run, which would cost seconds per run and tests nothing here.
+INNER = ("-p", "no:hypothesispytest")
+
+SCENARIO = """
+def test_seeded(scenario_seed):
+    assert isinstance(scenario_seed, int)
+"""
+
+GOLDEN_TEST = """
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+def test_metrics(golden):
+    data = json.loads(Path(__file__).with_name("metrics.json").read_text())
+    golden({**data, "steps": np.int64(7), "ratio": np.float32(0.25)})
+"""
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("nocolon", "ERROR: --curriculum expects 'package.module:attribute', received 'nocolon'"),
+        (":factory", "ERROR: --curriculum expects 'package.module:attribute', received ':factory'"),
+        ("missing.module:f", "ERROR: --curriculum: cannot import module 'missing.module' (No module named 'missing')"),
+        ("harness.faults:nope", "ERROR: --curriculum: module 'harness.faults' has no attribute 'nope'"),
+        ("harness.faults:CANARIES", "ERROR: --curriculum: 'harness.faults:CANARIES' is not callable"),
+    ],
+)
+def test_bad_curriculum_spec_is_a_usage_error(pytester: pytest.Pytester, spec: str, message: str) -> None:
+    pytester.makepyfile(test_s=SCENARIO)
+    result = pytester.runpytest(*INNER, f"--curriculum={spec}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.lines, result.stderr.str()
+    assert "test_seeded" not in result.stdout.str()  # refused before any test ran
+
+
+def test_bad_curriculum_env_spec_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_s=SCENARIO)
+    result = pytester.runpytest(*INNER, "--curriculum-env=harness.envs:NoSuchEnv")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "ERROR: --curriculum-env: module 'harness.envs' has no attribute 'NoSuchEnv'" in result.stderr.lines
+
+
+def test_curriculum_spec_reaches_the_factory_fixture(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_factory="""
+        from harness.faults import make_lossy_checkpoint_curriculum
+
+        def test_factory(curriculum_factory, uses_builtin_curriculum):
+            assert curriculum_factory is make_lossy_checkpoint_curriculum
+            assert uses_builtin_curriculum is False
+    """)
+    result = pytester.runpytest(*INNER, "--curriculum=harness.faults:make_lossy_checkpoint_curriculum")
+    result.assert_outcomes(passed=1)
+
+
+def test_default_factory_is_the_builtin_curriculum(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_factory="""
+        from curriculum import Curriculum
+
+        def test_factory(curriculum_factory, uses_builtin_curriculum):
+            assert curriculum_factory is Curriculum
+            assert uses_builtin_curriculum is True
+    """)
+    pytester.runpytest(*INNER).assert_outcomes(passed=1)
+
+
+def test_scenario_seeds_parametrises_over_every_seed(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_s=SCENARIO)
+    result = pytester.runpytest(*INNER, "--scenario-seeds=3", "-v")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*test_seeded[[]seed0[]] PASSED*", "*test_seeded[[]seed1[]] PASSED*",
+                                 "*test_seeded[[]seed2[]] PASSED*"])
+
+
+def test_pinned_seed_without_a_sweep(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_s=SCENARIO)
+    result = pytester.runpytest(*INNER, "-v")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*test_seeded[[]seed0[]] PASSED*"])
+
+
+@pytest.mark.parametrize("seeds", ["0", "-2"])
+def test_scenario_seeds_below_one_are_refused(pytester: pytest.Pytester, seeds: str) -> None:
+    pytester.makepyfile(test_s=SCENARIO)
+    result = pytester.runpytest(*INNER, f"--scenario-seeds={seeds}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"ERROR: --scenario-seeds expects a positive integer, received {seeds}" in result.stderr.lines
+
+
+def _golden_project(pytester: pytest.Pytester, data: dict) -> None:
+    scenarios = pytester.mkdir("scenarios")
+    (scenarios / "test_x.py").write_text(textwrap.dedent(GOLDEN_TEST))
+    (scenarios / "metrics.json").write_text(json.dumps(data))
+
+
+def test_golden_snapshot_is_written_stable_and_compared(pytester: pytest.Pytester) -> None:
+    _golden_project(pytester, {"zeta": 1.23456789, "alpha": {"b": 2, "a": [0.1 + 0.2, None]}})
+    written = pytester.runpytest(*INNER, "scenarios", "--snapshot-update")
+    written.assert_outcomes(passed=1)
+    golden_file = pytester.path / "golden" / "test_x" / "test_metrics.json"
+    assert golden_file.read_text() == textwrap.dedent("""\
+        {
+          "alpha": {
+            "a": [
+              0.3,
+              null
+            ],
+            "b": 2
+          },
+          "ratio": 0.25,
+          "steps": 7,
+          "zeta": 1.2346
+        }
+        """)
+
+    pytester.runpytest(*INNER, "scenarios").assert_outcomes(passed=1)
+
+    (pytester.path / "scenarios" / "metrics.json").write_text(
+        json.dumps({"zeta": 1.5, "alpha": {"b": 2, "a": [0.3, None]}}))
+    changed = pytester.runpytest(*INNER, "scenarios")
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines([
+        "golden snapshot golden/test_x/test_metrics.json differs (- golden, + this run); "
+        "run with --snapshot-update if the change is intended:",
+        '-   "zeta": 1.2346',
+        '+   "zeta": 1.5',
+    ])
+    assert "1.2346" in golden_file.read_text(), "a failing comparison must not rewrite the golden file"
+
+
+def test_golden_is_not_compared_for_a_plugged_in_curriculum(pytester: pytest.Pytester) -> None:
+    _golden_project(pytester, {"zeta": 1.0})
+    pytester.runpytest(*INNER, "scenarios", "--snapshot-update").assert_outcomes(passed=1)
+    (pytester.path / "scenarios" / "metrics.json").write_text(json.dumps({"zeta": 2.0}))
+    pytester.runpytest(*INNER, "scenarios", "--curriculum=harness.faults:make_lossy_checkpoint_curriculum") \
+        .assert_outcomes(passed=1)
+    pytester.runpytest(*INNER, "scenarios", "--scenario-seeds=2").assert_outcomes(passed=1)
+    pytester.runpytest(*INNER, "scenarios").assert_outcomes(failed=1)
