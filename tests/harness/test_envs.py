@@ -1,0 +1,459 @@
+"""Tests of the harness envs, stepped directly and through real `pufferlib.vector` backends."""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pufferlib
+import pufferlib.vector
+import pytest
+
+from harness.envs import ExactAccountingEnv, ResourceChainEnv, TaskDependencyEnv
+from harness.simulator import TaskDependencySimulator
+
+NOOP = np.zeros(1, dtype=np.int32)
+
+
+def run_episode(env: Any) -> tuple[list[float], list[dict[str, Any]], bool, bool]:
+    """Reset and step `env` to the end of one episode: per-step rewards, infos, terminal, truncated."""
+    env.reset()
+    rewards: list[float] = []
+    while True:
+        _, reward, terminal, truncated, infos = env.step(NOOP)
+        rewards.append(float(reward[0]))
+        if terminal[0] or truncated[0]:
+            return rewards, infos, bool(terminal[0]), bool(truncated[0])
+        assert infos == []
+
+
+class ResetOnDone(pufferlib.PufferEnv):
+    """A minimal stand-in for a curriculum wrapper: resets the env on the step after an episode
+    ends, applying the next config of a fixed schedule at each reset."""
+
+    def __init__(
+        self,
+        make_env: Callable[..., Any],
+        schedule: Sequence[Mapping[str, Any]],
+        *,
+        buf: dict[str, np.ndarray] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.env = make_env(buf=buf, seed=seed)
+        self.single_observation_space = self.env.single_observation_space
+        self.single_action_space = self.env.single_action_space
+        self.num_agents = self.env.num_agents
+        super().__init__(buf)
+        self.observations, self.rewards = self.env.observations, self.env.rewards
+        self.terminals, self.truncations = self.env.terminals, self.env.truncations
+        self.schedule = list(schedule)
+        self.resets = 0
+        self.needs_reset = False
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        self.env.set_env_config(self.schedule[self.resets % len(self.schedule)])
+        self.resets += 1
+        self.needs_reset = False
+        return self.env.reset()
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+        if self.needs_reset:
+            self.reset()
+        result = self.env.step(actions)
+        self.needs_reset = bool(result[2][0] or result[3][0])
+        return result
+
+    def close(self) -> None:
+        self.env.close()
+
+
+# ---------------------------------------------------------------- shared contract
+@pytest.mark.parametrize("make_env", [TaskDependencyEnv, ExactAccountingEnv, ResourceChainEnv])
+def test_step_without_a_running_episode_raises(make_env: Callable[[], Any]) -> None:
+    env = make_env()
+    name = type(env).__name__
+    message = (
+        f"{name}.step() called with no running episode; call reset() first "
+        "(the harness envs never reset themselves)"
+    )
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+        env.step(NOOP)
+    run_episode(env)
+    with pytest.raises(RuntimeError, match=f"^{re.escape(message)}$"):
+        env.step(NOOP)
+    env.close()
+
+
+@pytest.mark.parametrize(
+    ("make_env", "keys"),
+    [
+        (TaskDependencyEnv, "('task_index',)"),
+        (ExactAccountingEnv, "('reward_per_step', 'episode_length')"),
+        (ResourceChainEnv, "('max_steps', 'ore_reward', 'battery_reward', 'heart_reward')"),
+    ],
+)
+def test_unknown_config_keys_are_refused_by_name(make_env: Callable[[], Any], keys: str) -> None:
+    env = make_env()
+    message = f"Unknown env config key(s) 'max_step' for {type(env).__name__}; expected keys from {keys}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.set_env_config({"max_step": 3, "label": "x"})
+    with pytest.raises(ValueError, match=f"^{re.escape('Expected `env_cfg` to be a mapping, received list')}$"):
+        env.set_env_config([("task_index", 1)])  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- TaskDependencyEnv
+def test_task_dependency_env_rewards_come_from_its_simulator() -> None:
+    env = TaskDependencyEnv(num_tasks=4, episode_length=5, seed=3, simulator_kwargs={"edges": []})
+    twin = TaskDependencySimulator(4, seed=3, edges=[])
+    env.set_env_config({"task_index": 2, "label": "task_2"})
+    rewards, infos, terminal, truncated = run_episode(env)
+    expected = [twin.sample_task(2) / 5 for _ in range(5)]
+    assert rewards == pytest.approx(expected, rel=1e-6)  # float32 reward buffer
+    assert (terminal, truncated) == (True, False)
+    info = infos[0]["task_dependency"]
+    assert info["task_index"] == 2
+    assert info["performance"] == env.simulator.performance[2] == twin.performance[2]
+    assert info["mean_performance"] == pytest.approx(float(twin.performance.mean()))
+    assert info["num_mastered"] == 0
+    assert info["episode_return"] == pytest.approx(sum(expected))
+    assert env.simulator.practice_counts.tolist() == [0, 0, 5, 0]
+
+
+def test_task_dependency_env_applies_task_only_at_reset() -> None:
+    env = TaskDependencyEnv(episode_length=3)
+    obs, infos = env.reset()
+    assert infos == []
+    assert obs[0].tolist() == [0.0, 0.0]  # task 0 before any config
+    env.step(NOOP)
+    env.set_env_config({"task_index": 7})
+    obs, *_ = env.step(NOOP)
+    assert obs[0].tolist() == [0.0, 2.0]
+    *_, infos = env.step(NOOP)
+    assert infos[0]["task_dependency"]["task_index"] == 0
+    obs, _ = env.reset()
+    assert obs[0, 0] == 7.0
+    run_episode(env)  # the config persists across resets
+    assert env.task_index == 7
+    assert env.simulator.practice_counts[[0, 7]].tolist() == [3, 3]
+
+
+def test_task_dependency_env_reports_mastery() -> None:
+    env = TaskDependencyEnv(num_tasks=3, episode_length=100, simulator_kwargs={"forgetting_rate": 0.0})
+    env.set_env_config({"task_index": 0})
+    for _ in range(4):
+        _, infos, _, _ = run_episode(env)
+    info = infos[0]["task_dependency"]
+    assert info["performance"] > env.simulator.mastery_threshold
+    assert info["num_mastered"] == 1
+
+
+@pytest.mark.parametrize(
+    ("env_cfg", "message"),
+    [
+        ({"label": "x"}, "Expected env config key 'task_index' (an int task index), but it is missing"),
+        ({"task_index": 10}, "Expected env config key 'task_index' to be an integer in [0, 10), received 10"),
+        ({"task_index": "1"}, "Expected env config key 'task_index' to be an integer in [0, 10), received '1'"),
+    ],
+)
+def test_task_dependency_env_refuses_bad_config(env_cfg: dict, message: str) -> None:
+    env = TaskDependencyEnv()
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.set_env_config(env_cfg)
+
+
+def test_task_dependency_env_refuses_conflicting_arguments() -> None:
+    message = "Expected `simulator_kwargs` only without a `simulator`, received {'seed': 1}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        TaskDependencyEnv(TaskDependencySimulator(), simulator_kwargs={"seed": 1})
+    message = "Expected `episode_length` to be a positive integer, received 0"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        TaskDependencyEnv(episode_length=0)
+
+
+def test_task_dependency_env_under_serial_shares_one_student() -> None:
+    student = TaskDependencySimulator(10, seed=0)
+    vecenv = pufferlib.vector.make(
+        functools.partial(TaskDependencyEnv, student, episode_length=4),
+        backend=pufferlib.vector.Serial,
+        num_envs=4,
+    )
+    try:
+        for i, env in enumerate(vecenv.envs):
+            assert env.simulator is student
+            env.set_env_config({"task_index": i})
+        vecenv.reset()
+        actions = np.zeros(4, dtype=np.int32)
+        for step in range(4):
+            _, rewards, terminals, truncations, infos = vecenv.step(actions)
+            assert terminals.tolist() == [step == 3] * 4
+            assert not truncations.any()
+        assert [info["task_dependency"]["task_index"] for info in infos] == [0, 1, 2, 3]
+        assert student.practice_counts.tolist() == [4, 4, 4, 4, 0, 0, 0, 0, 0, 0]
+        assert student.global_step == 16
+    finally:
+        vecenv.close()
+
+
+# ---------------------------------------------------------------- ExactAccountingEnv
+def test_exact_accounting_env_totals() -> None:
+    env = ExactAccountingEnv(reward_per_step=0.25, episode_length=4)
+    for _ in range(3):
+        rewards, infos, terminal, truncated = run_episode(env)
+        assert rewards == [0.25] * 4
+        assert infos == [{"exact_accounting": {"episode_return": 1.0, "episode_length": 4}}]
+        assert (terminal, truncated) == (True, False)
+    assert (env.episodes_completed, env.steps_taken, env.total_reward) == (3, 12, 3.0)
+
+
+def test_exact_accounting_env_applies_config_only_at_reset() -> None:
+    env = ExactAccountingEnv(reward_per_step=1.0, episode_length=3)
+    obs, _ = env.reset()
+    assert obs[0].tolist() == [3.0, 1.0, 0.0]
+    env.step(NOOP)
+    env.set_env_config({"episode_length": 5, "reward_per_step": 0.5})
+    obs, rewards, terminals, _, _ = env.step(NOOP)
+    assert obs[0].tolist() == [3.0, 1.0, 2.0]
+    assert rewards[0] == 1.0
+    *_, terminals, _, infos = env.step(NOOP)
+    assert terminals[0] and infos[0]["exact_accounting"] == {"episode_return": 3.0, "episode_length": 3}
+
+    rewards, infos, _, _ = run_episode(env)
+    assert rewards == [0.5] * 5
+    assert env.observations[0].tolist() == [5.0, 0.5, 5.0]
+    env.set_env_config({"reward_per_step": 2.0})  # keys left out take the constructor default
+    rewards, _, _, _ = run_episode(env)
+    assert rewards == [2.0] * 3
+    assert (env.episodes_completed, env.steps_taken, env.total_reward) == (3, 11, 11.5)
+
+
+@pytest.mark.parametrize(
+    ("env_cfg", "message"),
+    [
+        ({"episode_length": 0}, "Expected env config key 'episode_length' to be a positive integer, received 0"),
+        ({"episode_length": 2.5}, "Expected env config key 'episode_length' to be a positive integer, received 2.5"),
+        (
+            {"reward_per_step": float("nan")},
+            "Expected env config key 'reward_per_step' to be a finite number, received nan",
+        ),
+    ],
+)
+def test_exact_accounting_env_refuses_bad_config(env_cfg: dict, message: str) -> None:
+    env = ExactAccountingEnv()
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.set_env_config(env_cfg)
+
+
+def test_exact_accounting_env_with_two_agents_reports_one_info_per_episode() -> None:
+    env = ExactAccountingEnv(episode_length=2, num_agents=2)
+    env.reset()
+    _, rewards, _, _, infos = env.step(np.zeros(2, dtype=np.int32))
+    assert rewards.tolist() == [1.0, 1.0] and infos == []
+    _, _, terminals, _, infos = env.step(np.zeros(2, dtype=np.int32))
+    assert terminals.tolist() == [True, True]
+    assert len(infos) == 1
+
+
+def test_exact_accounting_env_under_serial_has_exact_totals() -> None:
+    vecenv = pufferlib.vector.make(
+        ExactAccountingEnv,
+        env_kwargs={"reward_per_step": 0.5, "episode_length": 5},
+        backend=pufferlib.vector.Serial,
+        num_envs=4,
+    )
+    try:
+        actions = np.zeros(4, dtype=np.int32)
+        reward_sum, episodes = 0.0, 0
+        for _ in range(3):
+            vecenv.reset()
+            for _ in range(5):
+                _, rewards, terminals, _, infos = vecenv.step(actions)
+                reward_sum += float(rewards.sum())
+                episodes += len(infos)
+            assert terminals.all()
+        assert (reward_sum, episodes) == (30.0, 12)
+        assert [(e.episodes_completed, e.steps_taken, e.total_reward) for e in vecenv.envs] == [(3, 15, 7.5)] * 4
+    finally:
+        vecenv.close()
+
+
+SCHEDULE = ({"episode_length": 3, "reward_per_step": 1.0}, {"episode_length": 5, "reward_per_step": 0.25})
+
+
+def expected_accounting(num_steps: int) -> tuple[list[float], list[float], int]:
+    """Per-step rewards and observed episode lengths of one `ResetOnDone` env under SCHEDULE."""
+    rewards, obs_lengths, episodes, k = [], [], 0, 0
+    while len(rewards) < num_steps:
+        cfg = SCHEDULE[k % 2]
+        k += 1
+        for _ in range(cfg["episode_length"]):
+            rewards.append(cfg["reward_per_step"])
+            obs_lengths.append(float(cfg["episode_length"]))
+        episodes += 1
+    return rewards[:num_steps], obs_lengths[:num_steps], episodes
+
+
+@pytest.mark.multiprocessing
+def test_exact_accounting_env_under_multiprocessing_has_exact_totals() -> None:
+    """Two worker processes, a config change at every reset, 8 episodes each: nothing lost."""
+    num_steps = 32  # 4 x (3 + 5): every env ends its 8th episode on the last step
+    vecenv = pufferlib.vector.make(
+        ResetOnDone,
+        env_args=[ExactAccountingEnv, SCHEDULE],
+        backend=pufferlib.vector.Multiprocessing,
+        num_envs=2,
+        num_workers=2,
+        overwork=True,
+    )
+    try:
+        vecenv.reset()
+        actions = np.zeros(2, dtype=np.int32)
+        reward_sum, infos_seen, obs_lengths = 0.0, [], []
+        for _ in range(num_steps):
+            obs, rewards, terminals, truncations, infos = vecenv.step(actions)
+            reward_sum += float(rewards.sum())
+            infos_seen.extend(infos)
+            obs_lengths.append(obs[:, 0].tolist())
+            assert not truncations.any()
+        expected_rewards, expected_lengths, episodes = expected_accounting(num_steps)
+        assert terminals.tolist() == [True, True]
+        assert reward_sum == 2 * sum(expected_rewards) == 2 * 4 * (3 * 1.0 + 5 * 0.25)
+        assert len(infos_seen) == 2 * episodes == 16
+        assert sorted(info["exact_accounting"]["episode_return"] for info in infos_seen) == [1.25] * 8 + [3.0] * 8
+        assert obs_lengths == [[length, length] for length in expected_lengths]  # config changed only at resets
+    finally:
+        vecenv.close()
+
+
+# ---------------------------------------------------------------- ResourceChainEnv
+def test_resource_chain_first_heart_and_full_episode() -> None:
+    env = ResourceChainEnv()
+    assert env.first_heart_step == 85
+    rewards, infos, terminal, truncated = run_episode(env)
+    paying = [(step + 1, round(r, 6)) for step, r in enumerate(rewards) if r]
+    assert paying[:6] == [(50, 0.1), (75, 0.8), (85, 1.0), (100, 0.1), (125, 0.8), (135, 1.0)]
+    assert len(rewards) == 1000 and (terminal, truncated) == (True, False)
+    info = infos[0]["resource_chain"]
+    assert {k: info[k] for k in ("hearts", "ore", "batteries", "episode_length", "truncated_by_desync")} == {
+        "hearts": 19,
+        "ore": 20,
+        "batteries": 19,
+        "episode_length": 1000,
+        "truncated_by_desync": False,
+    }
+    assert info["episode_return"] == pytest.approx(36.2)
+    assert env.production_counts(1000) == (20, 19, 19)
+    assert env.production_counts(84) == (1, 1, 0)
+    assert env.production_counts(85) == (1, 1, 1)
+    assert env.observations[0].tolist() == [1000.0, 20.0, 19.0, 19.0]
+    assert run_episode(env)[0] == rewards  # no desync: every episode is the same
+
+
+def test_resource_chain_config_applies_at_reset() -> None:
+    env = ResourceChainEnv(max_steps=100)
+    env.reset()
+    env.set_env_config({"max_steps": 90, "heart_reward": 5.0})
+    for _ in range(99):
+        env.step(NOOP)
+    *_, terminals, _, infos = env.step(NOOP)
+    assert terminals[0] and infos[0]["resource_chain"]["episode_length"] == 100
+    rewards, infos, _, _ = run_episode(env)
+    assert len(rewards) == 90 and rewards[84] == 5.0
+    assert env.max_steps == 90
+    message = "Expected env config key 'max_steps' to be a positive integer, received -5"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.set_env_config({"max_steps": -5})
+
+
+def test_resource_chain_truncate_desync_cuts_only_the_first_episode() -> None:
+    cuts = []
+    for seed in range(8):
+        env = ResourceChainEnv(max_steps=200, desync="truncate", seed=seed)
+        rewards, infos, terminal, truncated = run_episode(env)
+        info = infos[0]["resource_chain"]
+        assert (terminal, truncated, info["truncated_by_desync"]) == (False, True, True)
+        assert 1 <= len(rewards) <= 200 and info["episode_length"] == len(rewards)
+        assert (info["ore"], info["batteries"], info["hearts"]) == env.production_counts(len(rewards))
+        cuts.append(len(rewards))
+        rewards, infos, terminal, truncated = run_episode(env)
+        assert (len(rewards), terminal, truncated) == (200, True, False)
+        assert not infos[0]["resource_chain"]["truncated_by_desync"]
+    assert len(set(cuts)) >= 4
+    again = ResourceChainEnv(max_steps=200, desync="truncate", seed=3)
+    assert len(run_episode(again)[0]) == cuts[3]  # the cut is a function of the seed
+
+
+def test_resource_chain_legacy_desync_gives_a_shorter_full_first_episode() -> None:
+    lengths = []
+    for seed in range(8):
+        env = ResourceChainEnv(max_steps=200, desync="legacy", seed=seed)
+        rewards, infos, terminal, truncated = run_episode(env)
+        assert (terminal, truncated) == (True, False)
+        assert not infos[0]["resource_chain"]["truncated_by_desync"]
+        assert 100 <= len(rewards) <= 200
+        lengths.append(len(rewards))
+        assert len(run_episode(env)[0]) == 200
+    assert len(set(lengths)) >= 4
+
+
+def test_resource_chain_refuses_unknown_desync_mode() -> None:
+    message = "Expected `desync` to be one of ('none', 'legacy', 'truncate'), received 'random'"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        ResourceChainEnv(desync="random")
+
+
+def test_resource_chain_truncate_desync_under_serial_staggers_workers() -> None:
+    """Envs built by the vector backend get seeds 0..3, hence different first-episode cuts."""
+    vecenv = pufferlib.vector.make(
+        ResetOnDone,
+        env_args=[functools.partial(ResourceChainEnv, max_steps=120, desync="truncate"), ({},)],
+        backend=pufferlib.vector.Serial,
+        num_envs=4,
+    )
+    try:
+        vecenv.reset()
+        actions = np.zeros(4, dtype=np.int32)
+        cut_at: dict[int, int] = {}
+        cut_infos = []
+        for step in range(1, 121):
+            _, _, terminals, truncations, infos = vecenv.step(actions)
+            assert not terminals.any()
+            for i in np.flatnonzero(truncations):
+                cut_at[int(i)] = step
+            cut_infos.extend(info["resource_chain"] for info in infos)
+            if len(cut_at) == 4:
+                break
+        assert sorted(cut_at) == [0, 1, 2, 3]
+        assert len(set(cut_at.values())) > 1
+        assert sorted(info["episode_length"] for info in cut_infos) == sorted(cut_at.values())
+        assert all(info["truncated_by_desync"] for info in cut_infos)
+    finally:
+        vecenv.close()
+
+
+@pytest.mark.multiprocessing
+def test_resource_chain_under_multiprocessing_pays_the_chain() -> None:
+    vecenv = pufferlib.vector.make(
+        ResourceChainEnv,
+        env_kwargs={"max_steps": 100},
+        backend=pufferlib.vector.Multiprocessing,
+        num_envs=2,
+        num_workers=2,
+        overwork=True,
+    )
+    try:
+        vecenv.reset()
+        actions = np.zeros(2, dtype=np.int32)
+        paying: list[tuple[int, float]] = []
+        for step in range(1, 101):
+            _, rewards, terminals, _, infos = vecenv.step(actions)
+            if rewards.any():
+                assert rewards[0] == rewards[1]
+                paying.append((step, round(float(rewards[0]), 6)))
+        assert paying == [(50, 0.1), (75, 0.8), (85, 1.0), (100, 0.1)]
+        assert terminals.tolist() == [True, True]
+        assert [info["resource_chain"]["hearts"] for info in infos] == [1, 1]
+    finally:
+        vecenv.close()
