@@ -35,7 +35,7 @@ def _task_rng(seed: int, task_id: int) -> random.Random:
 
 
 def _stream_salt(description: Mapping[str, Any]) -> int:
-    """A 256-bit salt from a generator's description, stable across processes.
+    """A 256-bit salt from a generator's description (stable across processes, as `describe` must be).
 
     A weighted set salts its per-task stream with it, so its choice of child is independent of
     the child's own draws for the same task id (an unsalted stream with the same seed would

@@ -6,6 +6,7 @@ with the canary plugged in through the suite's option.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,9 @@ def test_suite_fails_on_its_canary(module: str) -> None:
     )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 1, f"suite {module} did not fail on canary {spec} (exit {proc.returncode}):\n{output}"
-    assert "failed" in output and "seed" in output, f"failure of {module} does not state its numbers:\n{output}"
+    failed = re.search(r"\b(\d+) failed", output)
+    assert failed and int(failed.group(1)) >= 1, f"no scenario of {module} failed on canary {spec}:\n{output}"
+    assert re.search(r"^E .*seed \d+", output, re.MULTILINE), f"failure of {module} does not state its seed:\n{output}"
 
 
 def test_every_scenario_module_has_a_canary() -> None:
