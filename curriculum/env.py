@@ -164,6 +164,10 @@ def _check_interval(stats_interval: Any) -> int:
     return int(stats_interval)
 
 
+_COMPLETIONS_KEY: Final = stat_key(COMPLETIONS)
+_LATE_KEY: Final = stat_key(LATE_COMPLETIONS)
+
+
 class CompletionRecorder:
     """Records finished episodes into a curriculum and reports them as `curriculum_stats/...` entries.
 
@@ -188,17 +192,18 @@ class CompletionRecorder:
         self._score_cache: np.ndarray | None = None
         self._label_scores: Mapping[str, float] = {}
         self._lp_ema: dict[str, float] = {}
+        self._label_keys: dict[str, tuple[str, str]] = {}
 
     def record(self, task_id: int, label: str, score: float) -> dict[str, Any]:
         """Credit `score` to `task_id`; the entries to merge into the episode's info dict."""
         late = self._record(task_id, score) is False
         self.completions += 1
         self.late_completions += late
-        entries: dict[str, Any] = {
-            stat_key(COMPLETIONS): 1,
-            stat_key(LATE_COMPLETIONS): int(late),
-            stat_key(PER_LABEL_COMPLETIONS, label): 1,
-        }
+        keys = self._label_keys.get(label)
+        if keys is None:
+            keys = self._label_keys[label] = (stat_key(PER_LABEL_COMPLETIONS, label),
+                                              stat_key(PER_LABEL_LP_SCORES, label))
+        entries: dict[str, Any] = {_COMPLETIONS_KEY: 1, _LATE_KEY: int(late), keys[0]: 1}
         if (self.completions - 1) % self.stats_interval == 0:
             entries.update(self._pool_report())
         if not late:
@@ -207,7 +212,7 @@ class CompletionRecorder:
                 old = self._lp_ema.get(label)
                 ema = lp if old is None else old + LP_EMA_ALPHA * (lp - old)
                 self._lp_ema[label] = ema
-                entries[stat_key(PER_LABEL_LP_SCORES, label)] = ema
+                entries[keys[1]] = ema
         return entries
 
     def _pool_report(self) -> dict[str, Any]:

@@ -142,6 +142,11 @@ def is_summed_stat(key: str) -> bool:
 
 def _number(value: Any) -> int | float | None:
     """`value` as a plain Python number, or None when it is not one."""
+    kind = type(value)
+    if kind is float or kind is int:  # the common case first: no abstract-class checks
+        return value
+    if kind is str:
+        return None
     if isinstance(value, (bool, np.bool_)):
         return int(value)
     if isinstance(value, Integral):
@@ -159,7 +164,7 @@ def flatten_info(info: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[st
     """`(key, value)` pairs of a possibly nested info dict, nested keys joined with "/"."""
     for key, value in info.items():
         full = f"{prefix}{key}"
-        if isinstance(value, Mapping):
+        if type(value) is dict or (type(value) not in (int, float, str) and isinstance(value, Mapping)):
             yield from flatten_info(value, f"{full}/")
         else:
             yield full, value
@@ -177,18 +182,30 @@ def accumulate_rollout_stats(
     if isinstance(infos, Mapping):
         infos = (infos,)
     for info in infos:
-        if not info:
+        if info:
+            _accumulate(info, "", stats)
+    return stats
+
+
+def _accumulate(info: Mapping[str, Any], prefix: str, stats: MutableMapping[str, list[float]]) -> None:
+    """One (nested) info dict into `stats`; plain numbers take the shortest path."""
+    for key, value in info.items():
+        kind = type(value)
+        if kind is float or kind is int:
+            number = value
+        elif kind is dict or (kind is not str and isinstance(value, Mapping)):
+            _accumulate(value, f"{prefix}{key}/", stats)
             continue
-        for key, value in flatten_info(info):
+        else:
             number = _number(value)
             if number is None:
                 continue
-            values = stats.get(key)
-            if values is None:
-                stats[key] = [number]
-            else:
-                values.append(number)
-    return stats
+        full = f"{prefix}{key}" if prefix else key
+        values = stats.get(full)
+        if values is None:
+            stats[full] = [number]
+        else:
+            values.append(number)
 
 
 def _reduce(key: str, values: list[float]) -> int | float:
