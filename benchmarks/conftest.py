@@ -19,6 +19,31 @@ def make_curriculum(pool: int, algorithm: str = "learning_progress") -> Curricul
     return Curriculum(config)
 
 
+class NoOpCurriculum:
+    """Same call shape as a curriculum, no work: the benchmark loop's own cost (the baseline)."""
+
+    class _Task:
+        task_id = 0
+
+    _task = _Task()
+
+    def get_task(self) -> _Task:
+        return self._task
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        return True
+
+    def close(self) -> None:
+        pass
+
+
+def run_pairs(curriculum: object, scores: list[float]) -> None:
+    """One get_task() + update_task_performance() pair per score."""
+    get, update = curriculum.get_task, curriculum.update_task_performance
+    for score in scores:
+        update(get().task_id, score)
+
+
 @pytest.fixture(scope="session")
 def figures() -> dict[str, float]:
     """Figures collected across benchmarks, printed at the end of the session."""

@@ -26,7 +26,7 @@ if __package__ in (None, ""):  # run as a file: make `benchmarks` and `curriculu
 
 import numpy as np
 
-from benchmarks.conftest import PAIRS_PER_ROUND, POOL_SIZES, make_curriculum
+from benchmarks.conftest import PAIRS_PER_ROUND, POOL_SIZES, NoOpCurriculum, make_curriculum, run_pairs
 from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, Stage, StagedProgressionConfig
 
 __all__ = ["ALGORITHMS", "TARGETS_US", "measure_pair_us", "measure_all", "table", "plot", "main"]
@@ -37,24 +37,6 @@ TARGETS_US = {64: 5.0, 10_000: 10.0}
 DEFAULT_OUT = Path(__file__).resolve().parent / "scaling.png"
 
 
-class _NoOpCurriculum:
-    """Same call shape as a curriculum, no work: the loop's own cost."""
-
-    class _Task:
-        task_id = 0
-
-    _task = _Task()
-
-    def get_task(self) -> _Task:
-        return self._task
-
-    def update_task_performance(self, task_id: int, score: float) -> bool:
-        return True
-
-    def close(self) -> None:
-        pass
-
-
 def _staged(pool: int) -> Curriculum:
     stages = [Stage(f"stage_{i}", SingleTaskGenerator({"level": i}, label=f"stage_{i}")) for i in range(2)]
     config = CurriculumConfig(task_generator=None, algorithm=StagedProgressionConfig(stages=stages),
@@ -62,18 +44,12 @@ def _staged(pool: int) -> Curriculum:
     return Curriculum(config)
 
 
-def _build(algorithm: str, pool: int) -> Curriculum | _NoOpCurriculum:
+def _build(algorithm: str, pool: int) -> Curriculum | NoOpCurriculum:
     if algorithm == "no-op loop":
-        return _NoOpCurriculum()
+        return NoOpCurriculum()
     if algorithm == "staged_progression":
         return _staged(pool)
     return make_curriculum(pool, algorithm)
-
-
-def _pairs(curriculum: Curriculum | _NoOpCurriculum, scores: list[float]) -> None:
-    get, update = curriculum.get_task, curriculum.update_task_performance
-    for score in scores:
-        update(get().task_id, score)
 
 
 def measure_pair_us(algorithm: str, pool: int, *, rounds: int = 5) -> tuple[float, float]:
@@ -82,11 +58,11 @@ def measure_pair_us(algorithm: str, pool: int, *, rounds: int = 5) -> tuple[floa
     scores = np.random.default_rng(1).random(PAIRS_PER_ROUND).tolist()
     try:
         for _ in range(max(1, (2 * pool) // PAIRS_PER_ROUND + 1) + 1):  # warm statistics + one warm-up round
-            _pairs(curriculum, scores)
+            run_pairs(curriculum, scores)
         times = []
         for _ in range(rounds):
             began = time.perf_counter()
-            _pairs(curriculum, scores)
+            run_pairs(curriculum, scores)
             times.append(time.perf_counter() - began)
     finally:
         curriculum.close()

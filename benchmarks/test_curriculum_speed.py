@@ -11,28 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
-from benchmarks.conftest import PAIRS_PER_ROUND, POOL_SIZES, make_curriculum
-
-
-class _NoOpCurriculum:
-    """Same call shape as a curriculum, no work: the loop's own cost."""
-
-    class _Task:
-        task_id = 0
-
-    _task = _Task()
-
-    def get_task(self) -> _Task:
-        return self._task
-
-    def update_task_performance(self, task_id: int, score: float) -> bool:
-        return True
-
-
-def _pairs(curriculum: object, scores: list[float]) -> None:
-    get, update = curriculum.get_task, curriculum.update_task_performance
-    for score in scores:
-        update(get().task_id, score)
+from benchmarks.conftest import PAIRS_PER_ROUND, POOL_SIZES, NoOpCurriculum, make_curriculum, run_pairs
 
 
 def _scores(seed: int = 0) -> list[float]:
@@ -41,7 +20,7 @@ def _scores(seed: int = 0) -> list[float]:
 
 def test_baseline_loop(benchmark, figures) -> None:
     scores = _scores()
-    benchmark(_pairs, _NoOpCurriculum(), scores)
+    benchmark(run_pairs, NoOpCurriculum(), scores)
     figures["baseline_loop_us_per_pair"] = benchmark.stats.stats.mean / PAIRS_PER_ROUND * 1e6
 
 
@@ -52,8 +31,8 @@ def test_get_update_pair(benchmark, figures, pool: int, algorithm: str) -> None:
     scores = itertools.cycle([_scores(1)])
     # warm up: every task completed at least once, so scoring runs on warm statistics
     for _ in range(max(1, (2 * pool) // PAIRS_PER_ROUND + 1)):
-        _pairs(curriculum, next(scores))
-    benchmark.pedantic(lambda: _pairs(curriculum, next(scores)), rounds=5, iterations=1, warmup_rounds=1)
+        run_pairs(curriculum, next(scores))
+    benchmark.pedantic(lambda: run_pairs(curriculum, next(scores)), rounds=5, iterations=1, warmup_rounds=1)
     per_pair = benchmark.stats.stats.mean / PAIRS_PER_ROUND * 1e6
     figures[f"{algorithm}_pool{pool}_us_per_pair"] = per_pair
     benchmark.extra_info["us_per_pair"] = per_pair

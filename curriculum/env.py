@@ -358,7 +358,35 @@ def _merge_entries(infos: list[Any], entries: dict[str, Any]) -> list[Any]:
     return [*infos, entries]
 
 
-class CurriculumEnv(pufferlib.PufferEnv):
+class EpisodeCounters:
+    """The episode counters both wrappers expose, read from their `_EpisodeAccounting`."""
+
+    _accounting: _EpisodeAccounting
+
+    @property
+    def episodes(self) -> int:
+        """Episodes ended (reported or not); abandoned ones are not counted."""
+        return self._accounting.episodes
+
+    @property
+    def desync_truncations(self) -> int:
+        """Episodes cut by a desync truncation (never reported to the curriculum)."""
+        return self._accounting.desync_truncations
+
+    @property
+    def completions(self) -> int:
+        """Episodes reported to the curriculum by this wrapper (local tracking; else 0)."""
+        recorder = self._accounting.recorder
+        return recorder.completions if recorder is not None else 0
+
+    @property
+    def late_completions(self) -> int:
+        """Of those, the ones the curriculum refused as late."""
+        recorder = self._accounting.recorder
+        return recorder.late_completions if recorder is not None else 0
+
+
+class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
     """Wraps a native `PufferEnv`: one curriculum task per episode, auto-reset, stats in infos.
 
     Args:
@@ -554,27 +582,6 @@ class CurriculumEnv(pufferlib.PufferEnv):
     def local_tracking(self) -> bool:
         return self._accounting.local_tracking
 
-    @property
-    def episodes(self) -> int:
-        """Episodes ended (reported or not); abandoned ones are not counted."""
-        return self._accounting.episodes
-
-    @property
-    def desync_truncations(self) -> int:
-        """Episodes cut by a desync truncation (never reported to the curriculum)."""
-        return self._accounting.desync_truncations
-
-    @property
-    def completions(self) -> int:
-        """Episodes reported to the curriculum by this wrapper (local tracking; else 0)."""
-        recorder = self._accounting.recorder
-        return recorder.completions if recorder is not None else 0
-
-    @property
-    def late_completions(self) -> int:
-        """Of those, the ones the curriculum refused as late."""
-        recorder = self._accounting.recorder
-        return recorder.late_completions if recorder is not None else 0
 
     # ---- episodes ----------------------------------------------------------------------------
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[Any]]:

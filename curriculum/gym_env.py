@@ -28,6 +28,7 @@ import numpy as np
 
 from curriculum.env import (
     DEFAULT_STATS_INTERVAL,
+    EpisodeCounters,
     ScoreFn,
     StageSource,
     _EpisodeAccounting,
@@ -39,7 +40,7 @@ from curriculum.errors import EnvContractError, EpisodeNotStartedError
 __all__ = ["GymCurriculumEnv"]
 
 
-class GymCurriculumEnv(gymnasium.Wrapper):
+class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
     """Wraps a single-agent gymnasium env: one curriculum task per episode, stats in infos.
 
     Arguments as for `CurriculumEnv` (`seed`, `score_fn`, `local_tracking`, `stats_interval`,
@@ -85,21 +86,6 @@ class GymCurriculumEnv(gymnasium.Wrapper):
         """The task of the running (or just ended) episode; None before the first reset."""
         return self._task
 
-    @property
-    def episodes(self) -> int:
-        """Episodes ended (reported or not)."""
-        return self._accounting.episodes
-
-    @property
-    def desync_truncations(self) -> int:
-        """Episodes cut by a desync truncation (never reported)."""
-        return self._accounting.desync_truncations
-
-    @property
-    def completions(self) -> int:
-        """Episodes reported to the curriculum by this wrapper (local tracking; else 0)."""
-        recorder = self._accounting.recorder
-        return recorder.completions if recorder is not None else 0
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Apply the next task's config, then reset the env (a running episode is abandoned)."""
