@@ -205,3 +205,17 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
             f"{name}: worst {measured:.4g} (seed {seed}) vs limit {'<=' if upper else '>='} {limit:.4g}, "
             f"margin {margin:.4g}, mean {mean:.4g} over {len(runs)} run(s)"
         )
+
+
+@pytest.fixture
+def require_capability(uses_builtin_curriculum: bool) -> Callable[[bool, str], None]:
+    """`require_capability(present, why)`: a plug-in without an optional capability skips the
+    scenario with the reason; the built-in curriculum must have every capability (it fails)."""
+
+    def require(present: bool, why: str) -> None:
+        if present:
+            return
+        assert not uses_builtin_curriculum, f"the built-in curriculum lost a capability the gate relies on: {why}"
+        pytest.skip(why)
+
+    return require

@@ -26,7 +26,7 @@ def _play(curriculum, simulator, episodes: int) -> list[tuple[int, float]]:
     return trace
 
 
-def test_resumed_run_matches_uninterrupted_run(curriculum_factory, scenario_seed, golden) -> None:
+def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capability, scenario_seed, golden) -> None:
     def config(space):
         return CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
                                 num_active_tasks=32, seed=scenario_seed)
@@ -34,8 +34,7 @@ def test_resumed_run_matches_uninterrupted_run(curriculum_factory, scenario_seed
     space_a = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
     original = curriculum_factory(config(space_a))
     lacking = missing_capabilities(original, ("get_state", "load_state"))
-    if lacking:
-        pytest.skip(f"checkpoint/resume needs {lacking}")
+    require_capability(not lacking, f"checkpoint/resume needs {lacking}")
     total = LIMITS.episodes_before + LIMITS.episodes_after
     uninterrupted = _play(original, space_a.simulator, total)
 

@@ -15,14 +15,14 @@ from harness.task_spaces import impossible_task_space
 from harness.thresholds import EVICTION as LIMITS
 
 
-def test_pool_stays_full_and_evicts_only_stagnant_tasks(curriculum_factory, scenario_seed, golden, check_limit) -> None:
+def test_pool_stays_full_and_evicts_only_stagnant_tasks(curriculum_factory, require_capability, scenario_seed, golden,
+                                                       check_limit) -> None:
     space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
     config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
                               num_active_tasks=LIMITS.pool, seed=scenario_seed)
     curriculum = curriculum_factory(config)
     lacking = missing_capabilities(curriculum, ("active_tasks", "task_scores"))
-    if lacking:
-        pytest.skip(f"eviction health inspects the pool; this curriculum lacks {lacking}")
+    require_capability(not lacking, f"eviction health inspects the pool; this curriculum lacks {lacking}")
     evictions = []
     for episode in range(LIMITS.episodes):
         task = curriculum.get_task()

@@ -23,10 +23,10 @@ from harness.thresholds import SHARED_TRACKER as LIMITS
 CTX = mp.get_context("fork")
 
 
-def _shared_curriculum(curriculum_factory, seed: int):
+def _shared_curriculum(curriculum_factory, require_capability, seed: int):
     parameters = inspect.signature(curriculum_factory).parameters
-    if "shared_memory" not in parameters:
-        pytest.skip("this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
+    require_capability("shared_memory" in parameters,
+                       "this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
     config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 1}, label="shared"),
                               algorithm=UniformConfig(), num_active_tasks=LIMITS.pool, seed=seed)
     options = {"lock_timeout": LIMITS.lock_timeout} if "lock_timeout" in parameters else {}
@@ -66,8 +66,9 @@ def _reader(curriculum, stop, queue) -> None:
     queue.put({"reads": reads, "bad": bad[:5]})
 
 
-def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_factory, scenario_seed, golden) -> None:
-    curriculum = _shared_curriculum(curriculum_factory, scenario_seed)
+def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_factory, require_capability, scenario_seed,
+                                                                 golden) -> None:
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
     try:
         queue, stop = CTX.Queue(), CTX.Event()
         readers = [CTX.Process(target=_reader, args=(curriculum, stop, queue)) for _ in range(LIMITS.readers)]
@@ -119,8 +120,9 @@ def _hold_lock(curriculum, ready, seconds: float) -> None:
     time.sleep(seconds)
 
 
-def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory, scenario_seed) -> None:
-    curriculum = _shared_curriculum(curriculum_factory, scenario_seed)
+def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory, require_capability,
+                                                              scenario_seed) -> None:
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
     try:
         task = curriculum.get_task()
         curriculum.update_task_performance(task.task_id, 0.5)

@@ -46,12 +46,12 @@ def _score(returns: np.ndarray) -> float:
 @pytest.mark.parametrize("tracking", ["shared", "centralized"])
 @pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
 def test_workers_agree_on_the_stage_and_record_every_episode_once(
-    curriculum_factory, scenario_seed, backend, tracking, check_limit, golden
+    curriculum_factory, require_capability, scenario_seed, backend, tracking, check_limit, golden
 ) -> None:
     options = {}
     if tracking == "shared":
-        if "shared_memory" not in inspect.signature(curriculum_factory).parameters:
-            pytest.skip("this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
+        require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                           "this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
         options["shared_memory"] = True
     curriculum = curriculum_factory(_config(scenario_seed), **options)
     vec_options = {"num_workers": LIMITS.num_workers, "overwork": True} if backend == "Multiprocessing" else {}
