@@ -22,7 +22,7 @@ from curriculum import (
     process_training_stats,
 )
 from curriculum.stats import COMPLETION_INFO_KEY, stat_key
-from conftest import (
+from env_doubles import (
     EASY,
     HARD,
     OBS_LENGTH,

@@ -10,7 +10,7 @@ import gymnasium
 import numpy as np
 import pytest
 
-from conftest import HARD, two_label_config
+from env_doubles import HARD, two_label_config
 from curriculum import EnvContractError, EpisodeNotStartedError, GymCurriculumEnv
 from curriculum.stats import COMPLETION_INFO_KEY, stat_key
 

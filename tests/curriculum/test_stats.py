@@ -10,7 +10,7 @@ import numpy as np
 import pufferlib.vector
 import pytest
 
-from conftest import FixedEpisodeEnv, two_label_config
+from env_doubles import FixedEpisodeEnv, two_label_config
 from curriculum import (
     CurriculumEnv,
     accumulate_rollout_stats,

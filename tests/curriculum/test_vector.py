@@ -13,7 +13,7 @@ import numpy as np
 import pufferlib.vector
 import pytest
 
-from conftest import HARD, FixedEpisodeEnv, staged_config, two_label_config
+from env_doubles import HARD, FixedEpisodeEnv, staged_config, two_label_config
 from curriculum import (
     CentralizedCurriculumVecEnv,
     CurriculumConfig,

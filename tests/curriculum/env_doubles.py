@@ -1,0 +1,161 @@
+"""Test doubles and curriculum configs shared by the env, gym env and vector tests.
+
+`FixedEpisodeEnv` is a minimal native PufferEnv with known answers: a fixed reward per step
+and a fixed episode length, both settable per task through `set_env_config` (applied at the
+next reset only), and an observation that echoes the running episode's config, so a test can
+see which task an episode really ran. Like the harness envs it never resets itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pufferlib
+
+from curriculum import (
+    CurriculumConfig,
+    SingleTaskGenerator,
+    Stage,
+    StagedProgressionConfig,
+    UniformConfig,
+    WeightedTaskSetGenerator,
+)
+
+#: Observation columns of FixedEpisodeEnv.
+OBS_LENGTH, OBS_REWARD, OBS_TAG, OBS_STEP = range(4)
+
+#: How an episode of FixedEpisodeEnv ends: its last step sets terminals, truncations (a
+#: time-limit cut) or truncations flagged `truncated_by_desync` in the info.
+END_MODES = ("terminal", "truncation", "desync")
+
+EASY = {"reward_per_step": 0.25, "episode_length": 2, "tag": 1}
+"""Episode return 0.5 in 2 steps (float32-exact)."""
+HARD = {"reward_per_step": 0.125, "episode_length": 4, "tag": 2}
+"""Episode return 0.5 in 4 steps (float32-exact)."""
+
+
+class FixedEpisodeEnv(pufferlib.PufferEnv):
+    """Pays `reward_per_step` to every agent each step; the episode ends after `episode_length`."""
+
+    CONFIG_KEYS = ("reward_per_step", "episode_length", "tag", "end")
+
+    def __init__(
+        self,
+        *,
+        reward_per_step: float = 0.125,
+        episode_length: int = 4,
+        num_agents: int = 1,
+        end: str = "terminal",
+        buf: dict[str, np.ndarray] | None = None,
+        seed: int | None = 0,
+    ) -> None:
+        self.single_observation_space = gymnasium.spaces.Box(low=-np.inf, high=np.inf, shape=(4,), dtype=np.float32)
+        self.single_action_space = gymnasium.spaces.Discrete(2)
+        self.num_agents = num_agents
+        super().__init__(buf)
+        self._defaults = {"reward_per_step": reward_per_step, "episode_length": episode_length, "tag": 0, "end": end}
+        self.config = dict(self._defaults)
+        self._pending: dict[str, Any] | None = None
+        self._step = 0
+        self._running = False
+        self.episode_configs: list[dict[str, Any]] = []
+        """Config of every episode started, in order."""
+        self.set_env_config_calls: list[tuple[int, dict[str, Any]]] = []
+        """(step within the episode when called, config) of every set_env_config call."""
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        unknown = set(env_cfg) - set(self.CONFIG_KEYS)
+        if unknown:
+            raise ValueError(f"unknown config keys {sorted(unknown)}")
+        self.set_env_config_calls.append((self._step if self._running else -1, dict(env_cfg)))
+        self._pending = dict(env_cfg)
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        if self._pending is not None:
+            self.config = {**self._defaults, **self._pending}  # keys left out take the constructor value
+            self._pending = None
+        self.episode_configs.append(dict(self.config))
+        self._step = 0
+        self._running = True
+        self.observations[:, OBS_LENGTH] = self.config["episode_length"]
+        self.observations[:, OBS_REWARD] = self.config["reward_per_step"]
+        self.observations[:, OBS_TAG] = self.config["tag"]
+        self.observations[:, OBS_STEP] = 0
+        self.rewards.fill(0.0)
+        self.terminals.fill(False)
+        self.truncations.fill(False)
+        return self.observations, []
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        if not self._running:
+            raise RuntimeError("FixedEpisodeEnv stepped with no running episode")
+        self._step += 1
+        self.rewards.fill(self.config["reward_per_step"])
+        self.observations[:, OBS_STEP] = self._step
+        if self._step < self.config["episode_length"]:
+            return self.observations, self.rewards, self.terminals, self.truncations, []
+        self._running = False
+        end = self.config["end"]
+        if end == "terminal":
+            self.terminals.fill(True)
+        else:
+            self.truncations.fill(True)
+        info: dict[str, Any] = {"fixed_episode": {"length": self._step, "tag": self.config["tag"]}}
+        if end == "desync":
+            info["fixed_episode"]["truncated_by_desync"] = True
+        return self.observations, self.rewards, self.terminals, self.truncations, [info]
+
+    def close(self) -> None:
+        pass
+
+
+class ReportingEnv(FixedEpisodeEnv):
+    """FixedEpisodeEnv that reports its own episode returns (`get_episode_rewards`)."""
+
+    def get_episode_rewards(self) -> np.ndarray:
+        return np.full(self.num_agents, self.config["reward_per_step"] * self._step)
+
+
+class NoConfigEnv(pufferlib.PufferEnv):
+    """A PufferEnv without `set_env_config`."""
+
+    def __init__(self, buf: dict[str, np.ndarray] | None = None, seed: int | None = 0) -> None:
+        self.single_observation_space = gymnasium.spaces.Box(low=0, high=1, shape=(1,), dtype=np.float32)
+        self.single_action_space = gymnasium.spaces.Discrete(2)
+        self.num_agents = 1
+        super().__init__(buf)
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        return self.observations, []
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        return self.observations, self.rewards, self.terminals, self.truncations, []
+
+    def close(self) -> None:
+        pass
+
+
+def two_label_config(*, num_active_tasks: int = 8, seed: int = 0, easy: Mapping[str, Any] = EASY,
+                     hard: Mapping[str, Any] = HARD) -> CurriculumConfig:
+    """Uniform over tasks labelled "easy" and "hard" (configs `EASY` and `HARD` by default)."""
+    generator = WeightedTaskSetGenerator(
+        [SingleTaskGenerator(dict(easy), label="easy"), SingleTaskGenerator(dict(hard), label="hard")]
+    )
+    return CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=num_active_tasks,
+                            seed=seed)
+
+
+def staged_config(*, num_stages: int = 3, min_episodes: int = 4, num_active_tasks: int = 4,
+                  episode: Mapping[str, Any] = HARD) -> CurriculumConfig:
+    """`num_stages` stages (labels stage0, stage1, ...; config tag = stage index) whose fixed
+    score 0.5 clears the 0.5 advancement threshold after `min_episodes` episodes of the stage."""
+    stages = [
+        Stage(f"stage{i}", SingleTaskGenerator({**episode, "tag": i}, label=f"stage{i}")) for i in range(num_stages)
+    ]
+    algorithm = StagedProgressionConfig(
+        stages=stages, advancement_threshold=0.5, min_episodes=min_episodes, window=min_episodes
+    )
+    return CurriculumConfig(algorithm=algorithm, num_active_tasks=num_active_tasks)
