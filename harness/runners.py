@@ -88,7 +88,7 @@ class RunResult:
 
 def task_dependency_info(simulator: TaskDependencySimulator, task_index: int, episode_return: float) -> dict[str, Any]:
     """The episode-end info `harness.envs.TaskDependencyEnv` reports, for loops without the env."""
-    performance = simulator.performance.tolist()  # plain floats: Python sums beat numpy calls at this size
+    performance = simulator.performance_list()  # plain floats: Python sums beat numpy calls at this size
     threshold = simulator.mastery_threshold
     return {
         "task_dependency": {

@@ -316,6 +316,11 @@ class TaskDependencySimulator:
         elapsed = self._t - np.array(self._tau, dtype=np.int64)
         return P * np.power(self._decay, elapsed)
 
+    def performance_list(self) -> list[float]:
+        """`performance` as plain floats, computed without numpy (cheaper for a few tasks)."""
+        t, decay = self._t, self._decay
+        return [p * decay ** (t - tau) for p, tau in zip(self._P, self._tau)]
+
     def task_performance(self, task_index: int) -> float:
         """Current performance of one task (forgetting applied up to now)."""
         i = self._check_index(task_index)

@@ -330,3 +330,11 @@ def test_frontier_practice_masters_the_chain_much_faster_than_uniform(seed: int)
     assert uniform is not None and frontier is not None
     assert 10_000 <= uniform <= 40_000
     assert frontier * 3 <= uniform
+
+
+def test_performance_list_matches_performance_under_forgetting() -> None:
+    simulator = TaskDependencySimulator(6, forgetting_rate=1e-3, seed=3)
+    for step in range(400):
+        simulator.sample_task(step % 2)
+    np.testing.assert_allclose(simulator.performance_list(), simulator.performance, rtol=1e-12)
+    assert simulator.performance_list()[5] < simulator.performance_list()[0]
