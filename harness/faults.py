@@ -18,7 +18,8 @@ from curriculum.algorithms import LearningProgressAlgorithm
 __all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
            "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
            "make_unlocked_shared_curriculum", "DesyncBlindCurriculumEnv",
-           "make_per_worker_copy_curriculum", "LateConfigCurriculumEnv", "RunningTotalCurriculumEnv"]
+           "make_per_worker_copy_curriculum", "LateConfigCurriculumEnv", "RunningTotalCurriculumEnv",
+           "make_decline_blind_lp"]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -184,6 +185,23 @@ class RunningTotalCurriculumEnv(CurriculumEnv):
         self._end_step = running_totals
 
 
+class _DeclineBlindLP(LearningProgressAlgorithm):
+    """Bug: only improvement counts as learning progress, so a task being forgotten scores 0."""
+
+    def scores(self) -> np.ndarray:
+        lp = super().scores()
+        lp[self._fast < self._slow] = 0.0
+        return lp
+
+    def score_at(self, slot: int) -> float:
+        return 0.0 if self._fast.item(slot) < self._slow.item(slot) else super().score_at(slot)
+
+
+def make_decline_blind_lp(config: CurriculumConfig) -> Curriculum:
+    """Canary of the forgetting scenario: unidirectional learning progress."""
+    return _with_algorithm(Curriculum(config), _DeclineBlindLP)
+
+
 #: scenario module -> (plug-in option, canary spec)
 CANARIES: dict[str, tuple[str, str]] = {
     "test_impossible_tasks": ("--curriculum", "harness.faults:make_noise_rewarding_lp"),
@@ -195,6 +213,7 @@ CANARIES: dict[str, tuple[str, str]] = {
     "test_stage_sync": ("--curriculum", "harness.faults:make_per_worker_copy_curriculum"),
     "test_config_at_reset": ("--curriculum-env", "harness.faults:LateConfigCurriculumEnv"),
     "test_per_label_metrics": ("--curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),
+    "test_forgetting": ("--curriculum", "harness.faults:make_decline_blind_lp"),
 }
 
 

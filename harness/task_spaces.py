@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from curriculum import BucketedTaskGenerator, TaskGenerator, WeightedTaskSetGenerator
+from curriculum.errors import CurriculumConfigError
 from harness.simulator import TaskDependencySimulator
 
-__all__ = ["IMPOSSIBLE_SUFFIX", "TaskSpace", "impossible_task_space", "chain_task_space"]
+__all__ = ["IMPOSSIBLE_SUFFIX", "TaskSpace", "impossible_task_space", "chain_task_space", "CyclicTaskGenerator",
+           "forgetting_task_space"]
 
 IMPOSSIBLE_SUFFIX = "_IMPOSSIBLE"
 
@@ -75,3 +77,32 @@ def chain_task_space(*, num_tasks: int = 10, seed: int = 0, **simulator_kwargs: 
     )
     labels = tuple(f"task_{i}" for i in range(num_tasks))
     return TaskSpace(simulator, generator, labels, ())
+
+
+class CyclicTaskGenerator(TaskGenerator):
+    """Task id `k` trains student task `k % num_tasks` (label `task_<i>`): a pool whose size is a
+    multiple of `num_tasks` then holds every student task equally often, so no task can be
+    missing from the pool by chance."""
+
+    def __init__(self, num_tasks: int) -> None:
+        if not (isinstance(num_tasks, int) and num_tasks >= 1):
+            raise CurriculumConfigError(f"Expected `num_tasks` to be an integer >= 1, received {num_tasks!r}")
+        self.num_tasks = num_tasks
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        index = task_id % self.num_tasks
+        return {"task_index": index}, f"task_{index}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "cyclic", "num_tasks": self.num_tasks}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(f"task_{i}" for i in range(self.num_tasks))
+
+
+def forgetting_task_space(*, num_tasks: int = 4, forgetting_rate: float = 5e-4, seed: int = 0) -> TaskSpace:
+    """Independent tasks that are forgotten without practice, one pool slot pattern per task."""
+    simulator = TaskDependencySimulator(num_tasks, edges=[], forgetting_rate=forgetting_rate, seed=seed)
+    generator = CyclicTaskGenerator(num_tasks)
+    return TaskSpace(simulator, generator, generator.labels, ())
