@@ -360,9 +360,32 @@ def _merge_entries(infos: list[Any], entries: dict[str, Any]) -> list[Any]:
 
 
 class EpisodeCounters:
-    """The episode counters both wrappers expose, read from their `_EpisodeAccounting`."""
+    """What both wrappers share: the curriculum side of their episodes (`_EpisodeAccounting`)
+    and the episode counters read from it."""
 
     _accounting: _EpisodeAccounting
+
+    def _bind_curriculum(
+        self,
+        curriculum: Any,
+        *,
+        seed: int | None,
+        score_fn: ScoreFn | None,
+        local_tracking: bool,
+        stats_interval: int,
+        stage_source: StageSource | None,
+    ) -> None:
+        """Set up the episode accounting and give this process its own sampling stream."""
+        self._accounting = _EpisodeAccounting(
+            curriculum,
+            local_tracking=local_tracking,
+            score_fn=score_fn,
+            stats_interval=stats_interval,
+            stage_source=stage_source,
+        )
+        self.curriculum = curriculum
+        if seed is not None:
+            _reseed_once_per_process(curriculum, seed)
 
     @property
     def episodes(self) -> int:
@@ -426,16 +449,8 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
         # while the wrapper forwards the wrapped env's own buffers (below, as properties).
         self._check_env(env, buf)
         self.env = env
-        self._accounting = _EpisodeAccounting(
-            curriculum,
-            local_tracking=local_tracking,
-            score_fn=score_fn,
-            stats_interval=stats_interval,
-            stage_source=stage_source,
-        )
-        self.curriculum = curriculum
-        if seed is not None:
-            _reseed_once_per_process(curriculum, seed)
+        self._bind_curriculum(curriculum, seed=seed, score_fn=score_fn, local_tracking=local_tracking,
+                              stats_interval=stats_interval, stage_source=stage_source)
         n = int(env.num_agents)
         self._num_agents = n
         self._env_step = env.step

@@ -31,8 +31,6 @@ from curriculum.env import (
     EpisodeCounters,
     ScoreFn,
     StageSource,
-    _EpisodeAccounting,
-    _reseed_once_per_process,
     is_desync_truncation,
 )
 from curriculum.errors import EnvContractError, EpisodeNotStartedError
@@ -66,16 +64,8 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
                 "each task's env config through env.unwrapped.set_env_config before the reset that starts the task"
             )
         self._set_env_config = set_env_config
-        self._accounting = _EpisodeAccounting(
-            curriculum,
-            local_tracking=local_tracking,
-            score_fn=score_fn,
-            stats_interval=stats_interval,
-            stage_source=stage_source,
-        )
-        self.curriculum = curriculum
-        if seed is not None:
-            _reseed_once_per_process(curriculum, seed)
+        self._bind_curriculum(curriculum, seed=seed, score_fn=score_fn, local_tracking=local_tracking,
+                              stats_interval=stats_interval, stage_source=stage_source)
         self._task: Any = None
         self._next_task: Any = None
         self._running = False
