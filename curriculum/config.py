@@ -7,9 +7,10 @@ field raises `CurriculumConfigError` naming the field, the allowed range and the
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from curriculum.errors import CurriculumConfigError
 from curriculum.generators import TaskGenerator
@@ -21,7 +22,23 @@ __all__ = [
     "Stage",
     "StagedProgressionConfig",
     "CurriculumConfig",
+    "MAX_ACTIVE_TASKS",
+    "MAX_REFRESH_INTERVAL",
+    "MAX_COUNT",
+    "MAX_SCORE_MAGNITUDE",
 ]
+
+MAX_ACTIVE_TASKS: Final = 10_000_000
+"""Largest pool a curriculum accepts."""
+MAX_REFRESH_INTERVAL: Final = MAX_ACTIVE_TASKS // 8
+"""Largest `refresh_interval`: the derived value for the largest pool. Each refresh pre-draws
+that many slots, so a larger value would only cost memory."""
+MAX_COUNT: Final = 2**53
+"""Largest completion count, sample count, stage counter or stage-change count a curriculum
+accepts from a checkpoint or a stage broadcast: below it, counts and sums of scores stay exact
+in float64 and every int64 increment is far from overflowing."""
+MAX_SCORE_MAGNITUDE: Final = sys.float_info.max / MAX_COUNT
+"""Largest |bound| of `score_range` (about 2e292): `MAX_COUNT` scores sum to a finite number."""
 
 
 def _require(ok: bool, name: str, expected: str, value: Any) -> None:
@@ -34,7 +51,12 @@ def _is_int(value: Any) -> bool:
 
 
 def _is_real(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def _fraction(name: str, value: Any, *, closed_low: bool = True, closed_high: bool = True) -> None:
@@ -176,7 +198,10 @@ class CurriculumConfig:
     """Each refresh marks at most this percent of the eligible tasks, the lowest-scoring, for
     eviction, in [0, 100]; 0 disables eviction."""
     score_range: tuple[float, float] = (0.0, 1.0)
-    """Scores outside [low, high] are refused with `InvalidScoreError`."""
+    """Scores outside [low, high] are refused with `InvalidScoreError`. The tracker keeps the
+    scores as given; the algorithm sees them normalised to [0, 1] by (s - low) / (high - low),
+    so its thresholds (`advancement_threshold`, `regression_threshold`, `max_baseline`) are in
+    that unit and its state stays finite whatever the range."""
     refresh_interval: int | None = None
     """Completions between recomputations of the sampling distribution; None derives
     max(32, num_active_tasks // 8), which keeps the per-call cost flat in pool size."""
@@ -191,8 +216,8 @@ class CurriculumConfig:
         else:
             _require(isinstance(self.task_generator, TaskGenerator), "task_generator", "a TaskGenerator",
                      type(self.task_generator).__name__)
-        _require(_is_int(self.num_active_tasks) and 1 <= self.num_active_tasks <= 10_000_000,
-                 "num_active_tasks", "an integer in [1, 10000000]", self.num_active_tasks)
+        _require(_is_int(self.num_active_tasks) and 1 <= self.num_active_tasks <= MAX_ACTIVE_TASKS,
+                 "num_active_tasks", f"an integer in [1, {MAX_ACTIVE_TASKS}]", self.num_active_tasks)
         _require(_is_int(self.seed) and self.seed >= 0, "seed", "an integer >= 0", self.seed)
         _require(_is_int(self.min_presentations) and self.min_presentations >= 1, "min_presentations",
                  "an integer >= 1", self.min_presentations)
@@ -201,11 +226,15 @@ class CurriculumConfig:
         low_high = tuple(self.score_range) if isinstance(self.score_range, (tuple, list)) else ()
         _require(len(low_high) == 2 and all(_is_real(v) for v in low_high) and low_high[0] < low_high[1],
                  "score_range", "a pair (low, high) of finite numbers with low < high", self.score_range)
-        self.score_range = (float(low_high[0]), float(low_high[1]))
+        low, high = float(low_high[0]), float(low_high[1])
+        _require(max(-low, high) <= MAX_SCORE_MAGNITUDE, "score_range",
+                 f"within [-{MAX_SCORE_MAGNITUDE:.6g}, {MAX_SCORE_MAGNITUDE:.6g}] (sums of scores must stay finite)",
+                 self.score_range)
+        self.score_range = (low, high)
         if self.refresh_interval is None:
             self.refresh_interval = max(32, self.num_active_tasks // 8)
-        _require(_is_int(self.refresh_interval) and self.refresh_interval >= 1, "refresh_interval",
-                 "None or an integer >= 1", self.refresh_interval)
+        _require(_is_int(self.refresh_interval) and 1 <= self.refresh_interval <= MAX_REFRESH_INTERVAL,
+                 "refresh_interval", f"None or an integer in [1, {MAX_REFRESH_INTERVAL}]", self.refresh_interval)
 
     @property
     def generators(self) -> tuple[TaskGenerator, ...]:

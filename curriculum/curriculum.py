@@ -14,13 +14,15 @@ import math
 import os
 import weakref
 from collections import defaultdict
-from numbers import Integral
-from typing import Any
+from collections.abc import Mapping
+from numbers import Integral, Real
+from typing import Any, Final
 
 import numpy as np
 
 from curriculum.algorithms import POOL_REFILL, StagedProgressionAlgorithm, make_algorithm
-from curriculum.config import CurriculumConfig
+from curriculum.algorithms.staged import STAGE_COUNTERS
+from curriculum.config import MAX_COUNT, CurriculumConfig, LearningProgressConfig, StagedProgressionConfig
 from curriculum.errors import (
     CurriculumConfigError,
     CurriculumStateError,
@@ -36,6 +38,10 @@ from curriculum.tracker import EMPTY, TaskTracker, tracker_layout
 __all__ = ["Curriculum", "STATE_FORMAT"]
 
 STATE_FORMAT = "curriculum-state/1"
+
+MAX_TASK_ID: Final = 2**62
+"""Largest task id a checkpoint or a stage broadcast may hold: ids grow by the pool size with
+every replacement, and this leaves them far from int64 overflow."""
 
 #: Local (single-process) curricula of this process; a forked child marks its copies of them.
 _LOCAL_CURRICULA: weakref.WeakSet[Curriculum] = weakref.WeakSet()
@@ -67,6 +73,12 @@ class Curriculum:
     ) -> None:
         if not isinstance(config, CurriculumConfig):
             raise CurriculumConfigError(f"Expected `config` to be a CurriculumConfig, received {type(config).__name__}")
+        if not isinstance(shared_memory, bool):
+            raise CurriculumConfigError(f"Expected `shared_memory` to be a bool, received {shared_memory!r}")
+        if lock_timeout is not None and not _is_positive_seconds(lock_timeout):
+            raise CurriculumConfigError(
+                f"Expected `lock_timeout` to be None or a finite number of seconds > 0, received {lock_timeout!r}"
+            )
         self.config = config
         self._algorithm = make_algorithm(config)
         tracker = TaskTracker.create(
@@ -109,6 +121,7 @@ class Curriculum:
         self._lock = tracker.lock
         self._task_ids = tracker.task_ids
         self._score_low, self._score_high = cfg.score_range
+        self._score_span = self._score_high - self._score_low
         self._min_presentations = cfg.min_presentations
         self._refresh_interval = cfg.refresh_interval
         self._evicts = self._algorithm.evicts and cfg.eviction_percentile > 0
@@ -156,12 +169,11 @@ class Curriculum:
 
         Returns False (and counts a late completion) when the task left the pool while its
         episode ran; raises before changing anything on a bad score or an unknown task id.
+        The score must be a real number (int, float, numpy scalar) in `score_range`; the
+        tracker records it as given and the algorithm sees it normalised to [0, 1].
         """
-        try:
-            in_range = self._score_low <= score <= self._score_high
-        except TypeError:  # not a number
-            in_range = False
-        if not in_range:
+        value = score if type(score) is float else self._score_as_float(task_id, score)
+        if not self._score_low <= value <= self._score_high:  # NaN fails too
             raise InvalidScoreError(
                 f"Expected score in [{self._score_low}, {self._score_high}] for task {task_id}, received {score!r}"
             )
@@ -187,8 +199,8 @@ class Curriculum:
                     )
                 self._tracker.record_late()
                 return False
-            completions = self._tracker.record(slot, score)
-            if self._algorithm.record(slot, score, completions) == POOL_REFILL:
+            completions = self._tracker.record(slot, value)
+            if self._algorithm.record(slot, (value - self._score_low) / self._score_span, completions) == POOL_REFILL:
                 self._fill_pool(evicted=False)
                 self._since_refresh = self._refresh_interval
             elif (self._evictable[slot] == task_id and completions >= self._min_presentations
@@ -200,6 +212,18 @@ class Curriculum:
         if self._since_refresh >= self._refresh_interval:
             self._refresh()
         return True
+
+    def _score_as_float(self, task_id: Any, score: Any) -> float:
+        """`score` as a float if it is a real number (bools, strings, arrays and Decimals are not)."""
+        if isinstance(score, Real) and not isinstance(score, bool):
+            try:
+                return float(score)
+            except (OverflowError, TypeError, ValueError):
+                pass
+        raise InvalidScoreError(
+            f"Expected score in [{self._score_low}, {self._score_high}] for task {task_id} as a real number, "
+            f"received {score!r} of type {type(score).__name__}"
+        )
 
     @staticmethod
     def _check_task_id(task_id: Any) -> int:
@@ -260,6 +284,8 @@ class Curriculum:
     # ---- workers -----------------------------------------------------------------------------
     def reseed(self, seed: int) -> None:
         """Give this handle its own sampling stream (one per worker), derived from the config seed."""
+        if not isinstance(seed, Integral) or isinstance(seed, bool) or seed < 0:
+            raise CurriculumConfigError(f"Expected `seed` to be an integer >= 0, received {seed!r}")
         self._rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.config.seed, int(seed)])))
         self._refresh()
 
@@ -289,16 +315,20 @@ class Curriculum:
             )
         return {"stage": algo.stage, "stage_changes": algo.stage_changes}
 
-    def apply_sync_state(self, sync: dict[str, int]) -> bool:
-        """Adopt a stage broadcast by the main process; returns True if the stage changed."""
+    def apply_sync_state(self, sync: Mapping[str, int]) -> bool:
+        """Adopt a stage broadcast by the main process; returns True if the stage changed.
+
+        Refuses (`CurriculumStateError`, nothing changed) anything `sync_state()` of a
+        curriculum with this config could not have returned: other keys, non-integers, a stage
+        outside the stages, or a change count that no sequence of one-stage steps from stage 0
+        reaches (fewer changes than the stage, or the other parity).
+        """
         algo = self._algorithm
         if not isinstance(algo, StagedProgressionAlgorithm):
             raise CurriculumConfigError(
                 f"Expected a staged progression curriculum for stage sync, received {algo.config.name!r}"
             )
-        stage, changes = int(sync["stage"]), int(sync["stage_changes"])
-        if not 0 <= stage < len(algo.stages):
-            raise CurriculumConfigError(f"Expected stage in [0, {len(algo.stages) - 1}], received {stage}")
+        stage, changes = self._check_sync_state(sync, len(algo.stages) - 1)
         if changes == algo.stage_changes:
             return False
         with self._lock:
@@ -309,6 +339,26 @@ class Curriculum:
                 self._tracker.assign(slot, base + slot, evicted=False)
         self._refresh()
         return True
+
+    def _check_sync_state(self, sync: Any, last_stage: int) -> tuple[int, int]:
+        def is_count(value: Any) -> bool:
+            return isinstance(value, Integral) and not isinstance(value, bool)
+
+        if not (isinstance(sync, Mapping) and set(sync) == {"stage", "stage_changes"}
+                and is_count(sync["stage"]) and is_count(sync["stage_changes"])):
+            raise CurriculumStateError(
+                f"Expected a stage sync {{'stage': int, 'stage_changes': int}} from sync_state(), received {sync!r}"
+            )
+        stage, changes = int(sync["stage"]), int(sync["stage_changes"])
+        if not 0 <= stage <= last_stage:
+            raise CurriculumStateError(f"Expected stage in [0, {last_stage}], received {stage}")
+        limit = min(MAX_COUNT, MAX_TASK_ID // self._capacity - 1)
+        if not (stage <= changes <= limit and (changes - stage) % 2 == 0):
+            raise CurriculumStateError(
+                f"Expected stage_changes in [{stage}, {limit}] with the parity of stage {stage} (every change moves "
+                f"one stage, from stage 0), received {changes}"
+            )
+        return stage, changes
 
     # ---- inspection --------------------------------------------------------------------------
     @property
@@ -444,7 +494,7 @@ class Curriculum:
             raise fail("task ids do not match their slots")
         if (arrays["completions"] < 0).any() or (arrays["counters"] < 0).any():
             raise fail("negative completion counts or counters")
-        why = self._algorithm.check_arrays(arrays)
+        why = self._algorithm.check_arrays(arrays) or self._check_array_values(arrays)
         if why is not None:
             raise fail(why)
         rng = np.random.Generator(np.random.PCG64())
@@ -473,16 +523,56 @@ class Curriculum:
         sampled_ids = state["sampled_task_ids"]
         for key, ids_or_empty in (("evictable", evictable), ("sampled_task_ids", sampled_ids)):
             if not (isinstance(ids_or_empty, list) and len(ids_or_empty) == n and all(
-                    type(t) is int and (t == EMPTY or (t >= 0 and t % n == slot)) for slot, t in enumerate(ids_or_empty))):
+                    type(t) is int and (t == EMPTY or (0 <= t <= MAX_TASK_ID and t % n == slot))
+                    for slot, t in enumerate(ids_or_empty))):
                 raise fail(f"{key} must hold, per slot, a task id of that slot or {EMPTY}")
-        if not (isinstance(samples, list) and len(samples) == n and all(type(s) is int and s >= 0 for s in samples)):
-            raise fail(f"samples must be {n} non-negative integers")
+        if not (isinstance(samples, list) and len(samples) == n
+                and all(type(s) is int and 0 <= s <= MAX_COUNT for s in samples)):
+            raise fail(f"samples must be {n} integers in [0, {MAX_COUNT}]")
         threshold = state["eviction_threshold"]
         if not (threshold is None or (isinstance(threshold, float) and math.isfinite(threshold))):
             raise fail(f"eviction_threshold must be None or a finite float, received {threshold!r}")
         return {"eviction_threshold": -math.inf if threshold is None else threshold, "arrays": arrays, "rng": rng, "draws": list(draws), "draw_pos": draw_pos, "since_refresh": since,
                 "probabilities": probabilities, "evictable": list(evictable), "samples": list(samples),
                 "sampled_task_ids": list(sampled_ids)}
+
+    def _check_array_values(self, arrays: dict[str, np.ndarray]) -> str | None:
+        """Why finite, well-shaped arrays still cannot be this curriculum's state, or None.
+
+        Bounds every value could have reached by recording scores in `score_range`: counts up
+        to `MAX_COUNT`, task ids up to `MAX_TASK_ID`, mean and last scores in the range, and
+        the algorithm's state within what normalised scores in [0, 1] produce. A value outside
+        would overflow or poison the sampling distribution later, far from its cause.
+        """
+        for name, values in arrays.items():
+            if values.dtype.kind == "i" and name != "task_ids" and (values > MAX_COUNT).any():
+                return f"array {name!r} holds counts above {MAX_COUNT}"
+        if (arrays["task_ids"] > MAX_TASK_ID).any():
+            return f"task ids above {MAX_TASK_ID}"
+        completions, score_sum, last = arrays["completions"], arrays["score_sum"], arrays["last_score"]
+        fresh = completions == 0
+        if (score_sum[fresh] != 0).any() or (last[fresh] != 0).any():
+            return "slots without completions hold scores"
+        low, high = self._score_low, self._score_high
+        counts = completions[~fresh]
+        slack = max(abs(low), abs(high)) * (1e-9 + np.finfo(np.float64).eps * counts)
+        means = score_sum[~fresh] / counts
+        recent = last[~fresh]
+        if ((means < low - slack) | (means > high + slack) | (recent < low) | (recent > high)).any():
+            return f"mean or last scores outside score_range [{low}, {high}]"
+        for name, (lowest, highest) in _algorithm_value_bounds(self.config).items():
+            values = arrays[name]
+            slack = 1e-9 * max(1.0, highest - lowest)
+            if ((values < lowest - slack) | (values > highest + slack)).any():
+                return f"array {name!r} holds values outside [{lowest:.6g}, {highest:.6g}]"
+        if isinstance(self.config.algorithm, StagedProgressionConfig):
+            counters = arrays["stage_counters"]
+            stage = int(counters[STAGE_COUNTERS.index("stage")])
+            changes = int(counters[STAGE_COUNTERS.index("stage_changes")])
+            if changes < stage or (changes - stage) % 2:
+                return (f"stage {stage} cannot be reached in {changes} stage changes (every change moves one stage, "
+                        "from stage 0)")
+        return None
 
     # ---- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
@@ -520,6 +610,31 @@ class Curriculum:
             # starts up would overwrite completions other workers recorded meanwhile.
             local["arrays"] = {k: backend.arrays[k].tolist() for k in local["arrays"]}
         self._apply_state(self._check_state(local), write_arrays=not backend.is_shared)
+
+
+def _algorithm_value_bounds(config: CurriculumConfig) -> dict[str, tuple[float, float]]:
+    """Per algorithm array, the values that normalised scores in [0, 1] can produce."""
+    algorithm = config.algorithm
+    if isinstance(algorithm, LearningProgressConfig):
+        # signal x = (s - b) / (1 - b) with s in [0, 1], baseline b in [0, max_baseline]
+        cap = algorithm.max_baseline
+        lowest = -cap / (1.0 - cap)
+        width = 1.0 - lowest
+        return {"lp_baseline": (0.0, cap), "lp_fast": (lowest, 1.0), "lp_slow": (lowest, 1.0),
+                "lp_var": (0.0, width * width)}
+    if isinstance(algorithm, StagedProgressionConfig):
+        return {"stage_window": (0.0, 1.0), "stage_window_sum": (0.0, float(algorithm.window))}
+    return {}
+
+
+def _is_positive_seconds(value: Any) -> bool:
+    if not isinstance(value, Real) or isinstance(value, bool):
+        return False
+    try:
+        seconds = float(value)
+    except (OverflowError, TypeError, ValueError):
+        return False
+    return math.isfinite(seconds) and seconds > 0
 
 
 def _normalise(value: Any) -> Any:

@@ -121,7 +121,15 @@ BAD_CURRICULUM = [
      "Expected `score_range` to be a pair (low, high) of finite numbers with low < high, received (0.0, inf)"),
     ({"score_range": 1.0},
      "Expected `score_range` to be a pair (low, high) of finite numbers with low < high, received 1.0"),
-    ({"refresh_interval": 0}, "Expected `refresh_interval` to be None or an integer >= 1, received 0"),
+    ({"refresh_interval": 0}, "Expected `refresh_interval` to be None or an integer in [1, 1250000], received 0"),
+    ({"refresh_interval": 10**12},
+     "Expected `refresh_interval` to be None or an integer in [1, 1250000], received 1000000000000"),
+    ({"score_range": (0, 10**400)},
+     f"Expected `score_range` to be a pair (low, high) of finite numbers with low < high, received (0, {10**400})"),
+    ({"score_range": (-1e308, 1e308)},
+     "Expected `score_range` to be within [-1.99584e+292, 1.99584e+292] (sums of scores must stay finite), "
+     "received (-1e+308, 1e+308)"),
+    ({"seed": True}, "Expected `seed` to be an integer >= 0, received True"),
 ]
 
 

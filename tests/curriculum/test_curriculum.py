@@ -11,6 +11,8 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -238,17 +240,62 @@ def _assert_untouched(curriculum: Curriculum, twin: Curriculum, before: dict[str
     assert drive(curriculum, 30, start=40) == drive(twin, 30, start=40)
 
 
-@pytest.mark.parametrize("score", [float("nan"), float("inf"), float("-inf"), -0.01, 1.0001, 7, "0.5", None],
-                         ids=repr)
+@pytest.mark.parametrize("score", [float("nan"), float("inf"), float("-inf"), -0.01, 1.0001, 7, np.float64("nan"),
+                                   np.float32(1.5), 10**400], ids=lambda v: repr(v)[:24])
 def test_bad_score_is_refused_and_changes_nothing(twins, score) -> None:
     curriculum, twin = twins
     task_id = curriculum.active_tasks()[3].task_id
     twin.active_tasks()
     before = curriculum.get_state()
-    with pytest.raises(InvalidScoreError,
-                       match=exact(f"Expected score in [0.0, 1.0] for task {task_id}, received {score!r}")):
+    message = f"Expected score in [0.0, 1.0] for task {task_id}, received {score!r}"
+    if type(score) is int and score > 10**300:  # a real number, but no float can hold it
+        message = (f"Expected score in [0.0, 1.0] for task {task_id} as a real number, received {score!r} of type "
+                   "int")
+    with pytest.raises(InvalidScoreError, match=exact(message)):
         curriculum.update_task_performance(task_id, score)
     _assert_untouched(curriculum, twin, before)
+
+
+NOT_REAL_SCORES = [np.array([0.5]), np.array([0.5, 0.5]), np.array(0.5), Decimal("0.5"), "0.5", None, True,
+                   np.bool_(True), [0.5], 0.5j]
+
+
+@pytest.mark.parametrize("score", NOT_REAL_SCORES, ids=repr)
+def test_a_score_that_is_not_a_real_number_is_refused_before_any_write(twins, score) -> None:
+    """One-element arrays and Decimals used to increment the completion count, then fail."""
+    curriculum, twin = twins
+    task_id = curriculum.active_tasks()[3].task_id
+    twin.active_tasks()
+    before = curriculum.get_state()
+    message = (f"Expected score in [0.0, 1.0] for task {task_id} as a real number, received {score!r} of type "
+               f"{type(score).__name__}")
+    with pytest.raises(InvalidScoreError, match=exact(message)):
+        curriculum.update_task_performance(task_id, score)
+    _assert_untouched(curriculum, twin, before)
+
+
+@pytest.mark.parametrize("score", [np.array([0.5]), Decimal("0.5")], ids=repr)
+def test_a_shared_curriculum_refuses_a_bad_score_type_before_any_write(closing, score) -> None:
+    curriculum = closing(lp_config(), shared_memory=True)
+    drive(curriculum, 20)
+    task_id = curriculum.active_tasks()[3].task_id
+    before = curriculum.get_state()
+    with pytest.raises(InvalidScoreError):
+        curriculum.update_task_performance(task_id, score)
+    assert curriculum.get_state() == before
+
+
+@pytest.mark.parametrize("score", [Fraction(1, 2), np.float32(0.5), np.float16(0.5), np.int64(1), np.uint8(0)],
+                         ids=repr)
+def test_real_numbers_of_any_type_are_accepted_as_their_float_value(score) -> None:
+    curriculum, twin = Curriculum(lp_config()), Curriculum(lp_config())
+    for c in (curriculum, twin):
+        drive(c, 20)
+    task_id = curriculum.active_tasks()[3].task_id
+    twin.active_tasks()
+    assert curriculum.update_task_performance(task_id, score) is True
+    assert twin.update_task_performance(task_id, float(score)) is True
+    assert curriculum.get_state() == twin.get_state()
 
 
 def test_score_range_is_configurable() -> None:
@@ -355,6 +402,14 @@ def _drop(*path: str) -> Callable[[dict], Any]:
     return mutate
 
 
+def _fresh_slot_with_score(state: dict) -> dict:
+    arrays = state["arrays"]
+    arrays["completions"][0] = 0
+    arrays["score_sum"][0] = 0.0
+    arrays["last_score"][0] = 0.25
+    return state
+
+
 def _other_config_state() -> dict[str, Any]:
     return Curriculum(lp_config(seed=12)).get_state()
 
@@ -401,7 +456,24 @@ CORRUPTIONS: list[tuple[str, Callable[[dict], Any], str]] = [
     ("evictable-other-slot", _set(("evictable", 0), 1), "evictable must hold, per slot, a task id of that slot or -1"),
     ("sampled-ids-short", _set(("sampled_task_ids",), [-1]),
      "sampled_task_ids must hold, per slot, a task id of that slot or -1"),
-    ("samples-negative", _set(("samples", 0), -3), "samples must be 8 non-negative integers"),
+    ("samples-negative", _set(("samples", 0), -3), "samples must be 8 integers in [0, 9007199254740992]"),
+    ("samples-huge", _set(("samples", 0), 10**400), "samples must be 8 integers in [0, 9007199254740992]"),
+    ("completions-at-int64-max", _set(("arrays", "completions", 0), 2**63 - 1),
+     "array 'completions' holds counts above 9007199254740992"),
+    ("counter-at-int64-max", _set(("arrays", "counters", 0), 2**63 - 1),
+     "array 'counters' holds counts above 9007199254740992"),
+    ("task-id-near-int64-max", _set(("arrays", "task_ids", 0), 2**63 - 8), "task ids above 4611686018427387904"),
+    ("evictable-huge", _set(("evictable", 0), 2**63 - 8),
+     "evictable must hold, per slot, a task id of that slot or -1"),
+    ("lp-fast-huge", _set(("arrays", "lp_fast", 0), 1e308), "array 'lp_fast' holds values outside [-3, 1]"),
+    ("lp-slow-low", _set(("arrays", "lp_slow", 0), -3.5), "array 'lp_slow' holds values outside [-3, 1]"),
+    ("lp-var-huge", _set(("arrays", "lp_var", 0), 1e300), "array 'lp_var' holds values outside [0, 16]"),
+    ("baseline-negative", _set(("arrays", "lp_baseline", 0), -0.5),
+     "array 'lp_baseline' holds values outside [0, 0.75]"),
+    ("score-sum-huge", _set(("arrays", "score_sum", 0), 1e308), "mean or last scores outside score_range [0.0, 1.0]"),
+    ("last-score-out-of-range", _set(("arrays", "last_score", 0), 1.5),
+     "mean or last scores outside score_range [0.0, 1.0]"),
+    ("score-without-completions", lambda s: _fresh_slot_with_score(s), "slots without completions hold scores"),
     ("threshold", _set(("eviction_threshold",), "low"), "eviction_threshold must be None or a finite float, received 'low'"),
 ]
 
@@ -423,6 +495,24 @@ def test_corrupted_or_foreign_state_is_refused_and_changes_nothing(twins, mutate
         curriculum.load_state(state)
     twin.load_state(before)
     _assert_untouched(curriculum, twin, before)
+
+
+@pytest.mark.parametrize(("mutate", "why"), [
+    (_set(("arrays", "stage_counters", 1), 2**63 - 1), "array 'stage_counters' holds counts above 9007199254740992"),
+    (_set(("arrays", "stage_window", 0), 1e308), "array 'stage_window' holds values outside [0, 1]"),
+    (_set(("arrays", "stage_window_sum", 0), 11.0), "array 'stage_window_sum' holds values outside [0, 10]"),
+    (_set(("arrays", "stage_counters", 1), 2), "stage 1 cannot be reached in 2 stage changes (every change moves one "
+                                               "stage, from stage 0)"),
+], ids=["stage-changes-int64-max", "window-score-huge", "window-sum", "stage-parity"])
+def test_staged_state_with_values_no_run_can_reach_is_refused(mutate, why: str) -> None:
+    curriculum = Curriculum(staged_config())
+    drive(curriculum, 16, score=lambda *_: 0.9)
+    before = curriculum.get_state()
+    assert curriculum.stage == 1 and before["arrays"]["stage_counters"][1] == 1
+    Curriculum(staged_config()).load_state(copy.deepcopy(before))  # valid before it is spoiled
+    with pytest.raises(CurriculumStateError, match=exact(PREFIX + why)):
+        curriculum.load_state(mutate(copy.deepcopy(before)))
+    assert curriculum.get_state() == before
 
 
 def test_staged_state_with_an_impossible_stage_is_refused() -> None:
@@ -464,3 +554,118 @@ def test_attached_handles_share_the_pool_and_its_statistics(closing) -> None:
     assert all(t.task_id % 8 == t.slot for t in other.active_tasks())
     assert EMPTY not in owner.tracker.task_ids.tolist()
     other.close()
+
+
+# ---- constructor arguments and reseeding -----------------------------------------------------
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"lock_timeout": "5"}, "Expected `lock_timeout` to be None or a finite number of seconds > 0, received '5'"),
+    ({"lock_timeout": 0}, "Expected `lock_timeout` to be None or a finite number of seconds > 0, received 0"),
+    ({"lock_timeout": float("inf")},
+     "Expected `lock_timeout` to be None or a finite number of seconds > 0, received inf"),
+    ({"lock_timeout": True}, "Expected `lock_timeout` to be None or a finite number of seconds > 0, received True"),
+    ({"shared_memory": "yes"}, "Expected `shared_memory` to be a bool, received 'yes'"),
+], ids=["lock-timeout-str", "lock-timeout-zero", "lock-timeout-inf", "lock-timeout-bool", "shared-memory-str"])
+def test_bad_constructor_argument(kwargs: dict, message: str) -> None:
+    with pytest.raises(CurriculumConfigError, match=exact(message)):
+        Curriculum(lp_config(), **kwargs)
+
+
+@pytest.mark.parametrize("seed", ["abc", -1, 1.5, True, None, np.float64(2)], ids=repr)
+def test_bad_reseed_is_refused_and_changes_nothing(twins, seed) -> None:
+    curriculum, twin = twins
+    before = curriculum.get_state()
+    with pytest.raises(CurriculumConfigError, match=exact(f"Expected `seed` to be an integer >= 0, received {seed!r}")):
+        curriculum.reseed(seed)
+    _assert_untouched(curriculum, twin, before)
+
+
+def test_reseed_takes_numpy_and_huge_integers() -> None:
+    curriculum, twin = Curriculum(lp_config()), Curriculum(lp_config())
+    curriculum.reseed(np.int64(7))
+    twin.reseed(7)
+    assert curriculum.get_state() == twin.get_state()
+    curriculum.reseed(2**100)
+    assert curriculum.get_state()["rng"] != twin.get_state()["rng"]
+
+
+# ---- stage sync (centralized tracking) -------------------------------------------------------
+SYNC_SHAPE = "Expected a stage sync {'stage': int, 'stage_changes': int} from sync_state(), received "
+BAD_SYNCS = [
+    ({"stage": 1, "stage_changes": -5},
+     "Expected stage_changes in [1, 9007199254740992] with the parity of stage 1 (every change moves one stage, "
+     "from stage 0), received -5"),
+    ({"stage": 2, "stage_changes": 1},
+     "Expected stage_changes in [2, 9007199254740992] with the parity of stage 2 (every change moves one stage, "
+     "from stage 0), received 1"),
+    ({"stage": 1, "stage_changes": 2},
+     "Expected stage_changes in [1, 9007199254740992] with the parity of stage 1 (every change moves one stage, "
+     "from stage 0), received 2"),
+    ({"stage": 0, "stage_changes": 2**62},
+     "Expected stage_changes in [0, 9007199254740992] with the parity of stage 0 (every change moves one stage, "
+     "from stage 0), received 4611686018427387904"),
+    ({"stage": 3, "stage_changes": 3}, "Expected stage in [0, 2], received 3"),
+    ({"stage": -1, "stage_changes": 1}, "Expected stage in [0, 2], received -1"),
+    ({}, SYNC_SHAPE + "{}"),
+    (None, SYNC_SHAPE + "None"),
+    ({"stage": None, "stage_changes": 0}, SYNC_SHAPE + "{'stage': None, 'stage_changes': 0}"),
+    ({"stage": 1.0, "stage_changes": 1}, SYNC_SHAPE + "{'stage': 1.0, 'stage_changes': 1}"),
+    ({"stage": True, "stage_changes": 1}, SYNC_SHAPE + "{'stage': True, 'stage_changes': 1}"),
+    ({"stage": 1, "stage_changes": 1, "extra": 0}, SYNC_SHAPE + "{'stage': 1, 'stage_changes': 1, 'extra': 0}"),
+    ([1, 1], SYNC_SHAPE + "[1, 1]"),
+]
+
+
+@pytest.mark.parametrize(("sync", "message"), BAD_SYNCS, ids=[repr(s) for s, _ in BAD_SYNCS])
+def test_a_stage_sync_no_curriculum_could_send_is_refused_and_changes_nothing(sync, message: str) -> None:
+    """A negative change count used to give negative task ids, after which the curriculum
+    refused its own tasks and its own checkpoint."""
+    curriculum, twin = Curriculum(staged_config()), Curriculum(staged_config())
+    for c in (curriculum, twin):
+        drive(c, 5)
+    before = curriculum.get_state()
+    with pytest.raises(CurriculumStateError, match=exact(message)):
+        curriculum.apply_sync_state(sync)
+    _assert_untouched(curriculum, twin, before)
+    curriculum.load_state(curriculum.get_state())  # and it still takes its own checkpoint
+
+
+def test_a_valid_stage_sync_moves_the_pool_to_the_stage() -> None:
+    curriculum = Curriculum(staged_config())
+    assert curriculum.apply_sync_state({"stage": 1, "stage_changes": np.int64(3)}) is True
+    assert curriculum.sync_state() == {"stage": 1, "stage_changes": 3}
+    assert {t.label for t in curriculum.active_tasks()} == {"s1"}
+    assert all(t.task_id == 3 * 6 + t.slot for t in curriculum.active_tasks())
+    assert curriculum.apply_sync_state({"stage": 1, "stage_changes": 3}) is False
+    curriculum.load_state(json.loads(json.dumps(curriculum.get_state())))
+
+
+# ---- score range -----------------------------------------------------------------------------
+def _scaled_run(score_range: tuple[float, float], scale: float) -> Curriculum:
+    curriculum = Curriculum(lp_config(score_range=score_range))
+    drive(curriculum, 400, score=lambda task_id, cfg, step: student_score(task_id, cfg, step) * scale)
+    return curriculum
+
+
+def test_a_huge_score_range_keeps_learning_progress_finite_and_checkpoints_round_trip() -> None:
+    """With score_range (0, 1e200) the LP variances used to overflow to inf, after which the
+    curriculum refused its own checkpoint."""
+    huge = _scaled_run((0.0, 1e200), 1e200)
+    state = huge.get_state()
+    for name in ("lp_fast", "lp_slow", "lp_var", "lp_baseline"):
+        assert all(math.isfinite(v) for v in state["arrays"][name]), name
+    restored = Curriculum(lp_config(score_range=(0.0, 1e200)))
+    restored.load_state(json.loads(json.dumps(state)))
+    assert restored.get_state() == state
+
+
+def test_the_algorithm_sees_scores_normalised_into_the_unit_range() -> None:
+    """Scaling the range and the scores alike changes the tracker's scores and nothing else
+    (the same tasks, draws and evictions; learning progress equal up to rounding)."""
+    unit, scaled = _scaled_run((0.0, 1.0), 1.0), _scaled_run((0.0, 1e200), 1e200)
+    unit_state, scaled_state = unit.get_state(), scaled.get_state()
+    for name in ("task_ids", "completions", "counters"):
+        assert scaled_state["arrays"][name] == unit_state["arrays"][name], name
+    for name in ("lp_fast", "lp_slow", "lp_var", "lp_baseline"):  # equal up to the rounding of s * 1e200 / 1e200
+        assert np.allclose(scaled_state["arrays"][name], unit_state["arrays"][name], rtol=1e-12, atol=1e-15), name
+    assert scaled_state["draws"] == unit_state["draws"] and scaled_state["samples"] == unit_state["samples"]
+    assert np.allclose(np.array(scaled_state["arrays"]["score_sum"]) / 1e200, unit_state["arrays"]["score_sum"])
