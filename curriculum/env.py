@@ -10,23 +10,33 @@ Policies:
   before `env.reset()`, so the first episode already runs its own task. The next task is drawn
   when an episode ends and applied at the reset that starts the next one. An explicit `reset()`
   abandons a running episode (it is not reported) and starts a new one with a new task.
-- Auto-reset, like pufferlib's native envs. The step in which the episode ends (every agent
-  terminal or truncated) records the episode, draws the next task, applies its config and
-  resets the wrapped env, all within that `step()` call. It returns the new episode's first
-  observation with the rewards, terminals and truncations of the step that ended the old one,
-  so a vectorized trainer just keeps stepping. Before the next step the wrapper puts back the
-  flag and reward values the env's reset left, so the env never sees stale flags.
+- Auto-reset, like pufferlib's native envs. The step in which the episode ends records the
+  episode, draws the next task, applies its config and resets the wrapped env, all within that
+  `step()` call. It returns the new episode's first observation with the rewards, terminals
+  and truncations of the step that ended the old one, so a vectorized trainer just keeps
+  stepping. Before the next step the wrapper puts back the rewards the env's reset left and
+  clears the done flags, so every episode starts with no agent done: an env that never clears
+  its own flags still gets correct episode boundaries.
+- Agents (multi-agent envs). Agent i is done from the first step of the episode at which
+  `terminals[i]` or `truncations[i]` is set; the wrapper latches it, so a flag the env sets
+  for that one step only still counts, and one it leaves set changes nothing. Agent i's return
+  is the sum of its rewards up to and including that step; rewards written for it afterwards
+  are ignored. The episode ends at the step in which the last agent becomes done. When every
+  agent ends in the same step (the common case) no latching is needed; the per-step cost of
+  latching is paid only between the first and the last agent's end.
 - Truncations. A plain (time-limit) truncation ends a full-length episode: it is recorded like
   a terminal. A desync truncation (the env cut its first episode short to stagger workers,
   seeds/004) is not a completion: it is counted in `desync_truncations` and never reported to
-  the curriculum. An episode is a desync truncation when some agent is truncated and either
-  the env's attribute `desync_truncation` is true at that step or the step's infos hold
-  `truncated_by_desync: True` at any nesting depth (as `harness.envs.ResourceChainEnv` emits).
-- Score. The mean over agents of the episode return, or `score_fn(episode_returns)`.
-  Episode returns come from `env.get_episode_rewards()` when the env defines it (no per-step
-  cost), else the wrapper sums the rewards buffer each step: one Python float per step for
-  one agent, or for several agents with the default score (the mean needs only the total);
-  a numpy add of per-agent returns, about 0.5 us, only when a `score_fn` needs them.
+  the curriculum. An episode is a desync truncation when some agent is truncated at its done
+  step and, at that step, either the env's attribute `desync_truncation` is true or the
+  step's infos hold `truncated_by_desync: True` at any nesting depth (as
+  `harness.envs.ResourceChainEnv` emits).
+- Score. The mean over agents of the episode returns, or `score_fn(episode_returns)`, which
+  must return a real number (else `InvalidScoreError`). Episode returns come from
+  `env.get_episode_rewards()` when the env defines it (read at each agent's done step, no
+  per-step cost), else the wrapper sums the rewards buffer each step: one Python float per
+  step for one agent, or for several agents with the default score (the mean needs only the
+  total); a numpy add of per-agent returns, about 0.5 us, only when a `score_fn` needs them.
 - Stats. The info dict of the step that ends an episode (the env's own, merged, or a new one)
   carries flat `curriculum_stats/...` keys: counters `episodes`, `completions`,
   `late_completions`, `desync_truncations`, `per_label_samples/<label>`,
@@ -34,7 +44,15 @@ Policies:
   (EMA of the task's algorithm score, rate 0.1) and the task id; plus, every `stats_interval`
   completions, the pool-wide numbers of `Curriculum.stats()` (`pool_lp_gini`,
   `pool_occupancy_gini`, `sampling_gini`, `sampling_entropy`, `mean_lp_score`,
-  `total_completions`, `total_late_completions`, ...).
+  `total_completions`, `total_late_completions`, ...). Infos the env returns as a list stay a
+  list (the entries go into its last dict, or a new one); infos it returns as a dict stay that
+  dict, with the entries added.
+- Failures at an episode's end. Nothing of an ended episode leaks into the next one. If
+  scoring or recording it raises (a bad `score_fn` result, an unknown task, a lock timeout),
+  the episode is dropped, neither recorded nor counted. If drawing the next task, applying its
+  config or the env's reset raises, the ended episode stays recorded and its info entries are
+  returned by the next `reset()`, which starts the task already drawn (if any). Either way the
+  error propagates and the wrapper refuses `step()` until `reset()`.
 - Local tracking off (`local_tracking=False`, centralized tracking): the wrapper never calls
   `update_task_performance`; the episode-end info carries
   `{"curriculum_completion": {"task_id", "label", "score", "stage_changes"}}` for a
@@ -42,8 +60,10 @@ Policies:
   taken from `stage_source` (the main process's broadcast) before every task draw.
 
 The hot path of a non-terminal step is the wrapped `step` call, one state check, one reward
-read and a two-flag test on memoryviews of the env's buffers (benchmarks/test_env_overhead.py).
-Everything else is forwarded explicitly; there is no `__getattr__` (seeds/004).
+read and a test of one machine word per flag buffer (the agents' flags read as one integer,
+for 1, 2, 4 or 8 agents; `any()` over words otherwise), all on memoryviews of the env's
+buffers (benchmarks/test_env_overhead.py). Everything else is forwarded explicitly; there is
+no `__getattr__` (seeds/004).
 """
 
 from __future__ import annotations
@@ -51,7 +71,7 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any, Final, Protocol
 
 import numpy as np
@@ -112,10 +132,14 @@ _REQUIRED_ENV_ATTRIBUTES: Final = (
     "step",
 )
 
+_PER_AGENT_BUFFERS: Final = ("rewards", "terminals", "truncations")
+"""Buffers the wrapper reads every step: one number per agent, shape (num_agents,)."""
+
 # Episode phases of CurriculumEnv (a non-zero phase sends `step` down its slow path).
 _RUNNING: Final = 0
 _FLAGS_STALE: Final = 1  # an auto-reset put the ended episode's flags back in the buffers
-_NOT_STARTED: Final = 2
+_NOT_STARTED: Final = 2  # before the first reset, or after a failed episode end or reset
+_LATCHED: Final = 3  # some agents are done, others still play
 
 
 class StageSource(Protocol):
@@ -175,9 +199,13 @@ class CompletionRecorder:
     Used by a locally tracking `CurriculumEnv` and by the main process under centralized
     tracking, so both report the same numbers: `completions`, `late_completions`,
     `per_label_completions/<label>`, `per_label_lp_scores/<label>` (EMA, rate `LP_EMA_ALPHA`,
-    of the algorithm score of the completed task, read from `task_scores()` cached between
-    pool reports) and, every `stats_interval` completions (from the first), the pool-wide
-    `curriculum.stats()`.
+    of the algorithm score of the completed task) and, every `stats_interval` completions (from
+    the first), the pool-wide `curriculum.stats()`.
+
+    The algorithm score of a task is read from the last pool report: `task_scores()` matched to
+    task ids through `active_tasks()` (same order), so any id scheme works. A task that was not
+    in the pool at that report, or a curriculum without those methods, gets its label's score
+    from the report's `per_label_lp_scores`.
     """
 
     def __init__(self, curriculum: Any, *, stats_interval: int = DEFAULT_STATS_INTERVAL) -> None:
@@ -188,9 +216,10 @@ class CompletionRecorder:
         self.late_completions = 0
         """Of those, the ones the curriculum refused as late."""
         self._record = curriculum.update_task_performance
-        self._task_scores = getattr(curriculum, "task_scores", None)
-        self._capacity = getattr(curriculum, "num_active_tasks", None)
-        self._score_cache: np.ndarray | None = None
+        task_scores = getattr(curriculum, "task_scores", None)
+        active_tasks = getattr(curriculum, "active_tasks", None)
+        self._pool_scores = (task_scores, active_tasks) if callable(task_scores) and callable(active_tasks) else None
+        self._task_scores: dict[Any, float] = {}
         self._label_scores: Mapping[str, float] = {}
         self._lp_ema: dict[str, float] = {}
         self._label_keys: dict[str, tuple[str, str]] = {}
@@ -218,17 +247,19 @@ class CompletionRecorder:
 
     def _pool_report(self) -> dict[str, Any]:
         entries = pool_stats_entries(self.curriculum)
-        if self._task_scores is not None and self._capacity:
-            self._score_cache = np.asarray(self._task_scores(), dtype=np.float64)
-        else:
-            prefix = stat_key(POOL_STAT_RENAMES[PER_LABEL_LP_SCORES]) + "/"
-            self._label_scores = {k[len(prefix):]: v for k, v in entries.items() if k.startswith(prefix)}
+        prefix = stat_key(POOL_STAT_RENAMES[PER_LABEL_LP_SCORES]) + "/"
+        self._label_scores = {k[len(prefix):]: v for k, v in entries.items() if k.startswith(prefix)}
+        if self._pool_scores is not None:
+            task_scores, active_tasks = self._pool_scores
+            scores = np.asarray(task_scores(), dtype=np.float64).reshape(-1).tolist()
+            task_ids = [task.task_id for task in active_tasks()]
+            self._task_scores = dict(zip(task_ids, scores)) if len(task_ids) == len(scores) else {}
         return entries
 
     def _lp_score(self, task_id: int, label: str) -> float | None:
-        if self._score_cache is not None:
-            return float(self._score_cache[task_id % self._capacity])
-        value = self._label_scores.get(label)
+        value = self._task_scores.get(task_id)
+        if value is None:
+            value = self._label_scores.get(label)
         return None if value is None else float(value)
 
 
@@ -247,7 +278,12 @@ def is_desync_truncation(env: Any, infos: Sequence[Any] | Mapping[str, Any]) -> 
         return True
     if isinstance(infos, Mapping):
         return _holds_desync_flag(infos)
-    return any(_holds_desync_flag(info) for info in infos)
+    return any(_holds_desync_flag(info) for info in infos or ())
+
+
+def _check_seed(seed: Any) -> None:
+    if seed is not None and (not isinstance(seed, Integral) or isinstance(seed, bool) or seed < 0):
+        raise CurriculumConfigError(f"Expected `seed` to be None or an integer >= 0, received {seed!r}")
 
 
 class _EpisodeAccounting:
@@ -279,6 +315,11 @@ class _EpisodeAccounting:
                 raise CurriculumConfigError(
                     "Expected `stage_source` only with local_tracking=False: a curriculum that records its own "
                     "completions decides its own stage"
+                )
+            if not (hasattr(stage_source, "version") and callable(getattr(stage_source, "read", None))):
+                raise CurriculumConfigError(
+                    f"Expected `stage_source` to have a `version` and a read() method (StageSource), "
+                    f"received {type(stage_source).__name__}"
                 )
             if not callable(getattr(curriculum, "apply_sync_state", None)):
                 raise CurriculumConfigError(
@@ -312,8 +353,19 @@ class _EpisodeAccounting:
         return self._get_task()
 
     def score(self, task: Any, episode_returns: np.ndarray) -> float:
+        """The episode's score: the mean return or `score_fn(returns)`, a real number in range."""
         score_fn = self.score_fn
-        score = float(score_fn(episode_returns)) if score_fn is not None else float(episode_returns.mean())
+        if score_fn is None:
+            score = float(episode_returns.mean())
+        else:
+            value = score_fn(episode_returns)
+            score = _real_or_none(value)
+            if score is None:
+                raise InvalidScoreError(
+                    f"Expected score_fn to return a real number in the curriculum's score_range "
+                    f"[{self._score_low}, {self._score_high}] for task {task.task_id} ({task.label!r}), received "
+                    f"{value!r} of type {type(value).__name__} for episode returns {episode_returns.tolist()}"
+                )
         if not self._score_low <= score <= self._score_high:
             raise InvalidScoreError(
                 f"Episode score {score!r} of task {task.task_id} ({task.label!r}) is outside the curriculum's "
@@ -322,10 +374,13 @@ class _EpisodeAccounting:
             )
         return score
 
-    def end_episode(self, task: Any, episode_returns: np.ndarray, *, desync: bool) -> tuple[Any, dict[str, Any]]:
-        """Settle the episode of `task`; returns the next task and the episode's info entries."""
+    def settle(self, task: Any, episode_returns: np.ndarray, *, desync: bool) -> dict[str, Any]:
+        """Score and record the ended episode of `task`; its info entries.
+
+        Raises before anything is counted when the episode cannot be scored or recorded, so a
+        failed episode end is never counted, and never twice.
+        """
         label = task.label
-        self.episodes += 1
         entries: dict[str, Any] = {
             stat_key(EPISODES): 1,
             stat_key(PER_LABEL_SAMPLES, label): 1,
@@ -346,17 +401,57 @@ class _EpisodeAccounting:
                     "score": score,
                     "stage_changes": self._stage_changes,
                 }
-        next_task = self.draw_task()
+        self.episodes += 1
+        return entries
+
+    def draw_next_task(self, entries: dict[str, Any]) -> Any:
+        """The task of the next episode; adds the stage it was drawn at to the ended episode's `entries`."""
+        task = self.draw_task()
         if self._staged:
             entries[stat_key(STAGE)] = self.curriculum.stage
-        return next_task, entries
+        return task
+
+    def end_episode(self, task: Any, episode_returns: np.ndarray, *, desync: bool) -> tuple[Any, dict[str, Any]]:
+        """`settle` the episode of `task`, then draw the next task: (next task, info entries)."""
+        entries = self.settle(task, episode_returns, desync=desync)
+        return self.draw_next_task(entries), entries
 
 
-def _merge_entries(infos: list[Any], entries: dict[str, Any]) -> list[Any]:
-    """The step's infos with the curriculum entries merged into the env's last info dict."""
-    if infos and isinstance(infos[-1], dict):
-        return [*infos[:-1], {**infos[-1], **entries}]
-    return [*infos, entries]
+def _real_or_none(value: Any) -> float | None:
+    if isinstance(value, Real) and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (OverflowError, TypeError, ValueError):
+            return None
+    return None
+
+
+def _with_entries(infos: Any, entries: Mapping[str, Any]) -> list[Any] | dict[str, Any]:
+    """The step's infos with the curriculum entries: a dict stays a dict (entries added), a
+    list gets them merged into its last dict (or appended as a new one)."""
+    if isinstance(infos, Mapping):
+        return {**infos, **entries}
+    merged = list(infos or ())
+    if merged and isinstance(merged[-1], Mapping):
+        merged[-1] = {**merged[-1], **entries}
+    else:
+        merged.append(dict(entries))
+    return merged
+
+
+def _with_reset_infos(infos: list[Any] | dict[str, Any], reset_infos: Any) -> list[Any] | dict[str, Any]:
+    """`infos` plus what the env's reset returned: appended to a list, added under new keys to a dict."""
+    if not reset_infos:
+        return infos
+    extra = [reset_infos] if isinstance(reset_infos, Mapping) else list(reset_infos)
+    if isinstance(infos, dict):
+        for info in extra:
+            if isinstance(info, Mapping):
+                for key, value in info.items():
+                    infos.setdefault(key, value)
+        return infos
+    infos.extend(dict(info) if isinstance(info, Mapping) else info for info in extra)
+    return infos
 
 
 class EpisodeCounters:
@@ -376,6 +471,7 @@ class EpisodeCounters:
         stage_source: StageSource | None,
     ) -> None:
         """Set up the episode accounting and give this process its own sampling stream."""
+        _check_seed(seed)
         self._accounting = _EpisodeAccounting(
             curriculum,
             local_tracking=local_tracking,
@@ -389,7 +485,7 @@ class EpisodeCounters:
 
     @property
     def episodes(self) -> int:
-        """Episodes ended (reported or not); abandoned ones are not counted."""
+        """Episodes ended and settled (reported or not); abandoned and failed ones are not counted."""
         return self._accounting.episodes
 
     @property
@@ -410,12 +506,27 @@ class EpisodeCounters:
         return recorder.late_completions if recorder is not None else 0
 
 
+def _flag_words(flags: np.ndarray) -> memoryview:
+    """A view whose items are non-zero exactly when some agent's flag is set: the buffer's
+    bytes read as the widest machine words that tile it (integer and bool flags), so the flags
+    of 1, 2, 4 or 8 agents are one read; else the flags themselves."""
+    if flags.dtype.kind in "biu" and flags.flags.c_contiguous:
+        for word, size in (("Q", 8), ("I", 4), ("H", 2), ("B", 1)):
+            if flags.nbytes % size == 0:
+                return memoryview(flags).cast("B").cast(word)
+    return memoryview(flags)
+
+
+StepResult = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]
+
+
 class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
     """Wraps a native `PufferEnv`: one curriculum task per episode, auto-reset, stats in infos.
 
     Args:
         env: the env to wrap; it must have `set_env_config(env_cfg)` (applied at its next
-            reset), the PufferEnv spaces and `num_agents`, and write into its buffers in place.
+            reset), the PufferEnv spaces and `num_agents`, and write into its buffers in place
+            (`rewards`, `terminals`, `truncations` of shape `(num_agents,)`).
         curriculum: a `Curriculum` (or any object with `get_task`, `update_task_performance`
             and `stats`).
         seed: reseeds the curriculum handle once per process (the first env built over it in
@@ -430,7 +541,7 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
         buf: the buffer slice pufferlib's vector handed the env creator; when given, the
             wrapper checks that `env` really writes into it.
 
-    The module docstring states the reset, truncation, score and stats policies.
+    The module docstring states the reset, agent, truncation, score, stats and failure policies.
     """
 
     def __init__(
@@ -459,18 +570,31 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
         self._bind_buffers()
         self._task: Any = None
         self._phase = _NOT_STARTED
+        self._not_started = "CurriculumEnv.step() called before reset(); call reset() once before the first step " \
+                            "(later episodes start automatically)"
         self._return = 0.0
         self._returns = np.zeros(n, dtype=np.float64)
-        self._post_reset: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-        self._episode_rewards = getattr(env, "get_episode_rewards", None)
+        self._post_reset_rewards: np.ndarray | None = None
+        self._active: np.ndarray | None = None  # while latched: agents not done yet
+        self._done_returns: np.ndarray | None = None  # while latched: env-reported returns at each done step
+        self._desync = False  # while latched: an agent was cut by a desync truncation
+        self._pending_task: Any = None  # drawn for an episode whose start failed
+        self._pending_infos: tuple[Any, dict[str, Any]] | None = None  # an ended episode's, not returned yet
+        episode_rewards = getattr(env, "get_episode_rewards", None)
+        self._episode_rewards = episode_rewards if callable(episode_rewards) else None
         # The step variant is picked once, here, so the hot path never branches on it.
         self._mean_only = score_fn is None and n > 1  # the default score needs only the total
-        if callable(self._episode_rewards):
-            self.step = self._step_env_returns
+        one_word = len(self._terminal_words) == 1 and len(self._truncation_words) == 1
+        if self._episode_rewards is not None:
+            fast_step = self._step_env_returns if one_word else self._step_env_returns_any_word
         elif n == 1:
-            self.step = self._step_one_agent
+            fast_step = self._step_one_agent
         elif self._mean_only:
-            self.step = self._step_total_return
+            fast_step = self._step_total_return if one_word else self._step_total_return_any_word
+        else:
+            fast_step = self._step_agent_returns
+        self._fast_step = fast_step
+        self.step = fast_step
 
     # ---- construction checks -----------------------------------------------------------------
     @staticmethod
@@ -495,8 +619,18 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
                     f"{type(env).__name__}.num_agents is {n} but its `{name}` buffer has shape "
                     f"{np.shape(getattr(env, name))}; set num_agents before super().__init__(buf)"
                 )
+        for name in _PER_AGENT_BUFFERS:
+            array = getattr(env, name)
+            if not (isinstance(array, np.ndarray) and array.shape == (n,) and array.dtype.kind in "biuf"):
+                raise EnvContractError(
+                    f"Expected {type(env).__name__}.{name} to be a numeric numpy array of shape ({n},), one number "
+                    f"per agent, received {type(array).__name__} of shape {np.shape(array)} and dtype "
+                    f"{getattr(array, 'dtype', None)}"
+                )
         if buf is None:
             return
+        if not isinstance(buf, Mapping):
+            raise EnvContractError(f"Expected `buf` to be None or the vector's dict of buffers, received {buf!r}")
         for name in BUFFER_NAMES:
             given = buf.get(name)
             if given is None:
@@ -518,8 +652,8 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
         self._terminals = env.terminals
         self._truncations = env.truncations
         self._reward_view = memoryview(env.rewards)
-        self._terminal_view = memoryview(env.terminals)
-        self._truncation_view = memoryview(env.truncations)
+        self._terminal_words = _flag_words(env.terminals)
+        self._truncation_words = _flag_words(env.truncations)
 
     def _check_buffers_in_place(self) -> None:
         env = self.env
@@ -601,107 +735,199 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
     def local_tracking(self) -> bool:
         return self._accounting.local_tracking
 
-
     # ---- episodes ----------------------------------------------------------------------------
-    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[Any]]:
-        """Start an episode with a newly drawn task (a running episode is abandoned, unreported)."""
-        task = self._accounting.draw_task()
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
+        """Start an episode (a running one is abandoned, unreported).
+
+        Its task is newly drawn, or the one drawn for an episode whose start failed. The infos
+        are the env's, plus those of an ended episode an earlier failure kept from being returned.
+        """
+        task = self._pending_task
+        if task is None:
+            task = self._accounting.draw_task()
+        self._pending_task = task
+        self._clear_episode(_NOT_STARTED, "CurriculumEnv.step() called after the env's reset raised; call reset()")
         self._set_env_config(task.env_cfg)
-        self._task = task
         obs, infos = self._env_reset(seed)
         self._check_buffers_in_place()
-        self._return = 0.0
-        self._returns.fill(0.0)
+        self._pending_task = None
+        self._task = task
+        self._terminals.fill(False)
+        self._truncations.fill(False)
         self._phase = _RUNNING
+        pending = self._pending_infos
+        if pending is not None:
+            self._pending_infos = None
+            infos = _with_reset_infos(_with_entries(*pending), infos)
         return obs, infos
 
-    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
-        """Step the env; at an episode's end, record it and auto-reset with the next task."""
+    def step(self, actions: np.ndarray) -> StepResult:
+        """Step the env; at an episode's end, record it and auto-reset with the next task.
+
+        (Per-agent returns summed with numpy, for a `score_fn`; the constructor binds the
+        cheapest variant that fits the env as `self.step`.)
+        """
         if self._phase:
-            self._prepare_step()
+            return self._slow_step(actions)
         result = self._env_step(actions)
         self._returns += self._rewards
-        if self._terminal_view[0] or self._truncation_view[0]:
+        if any(self._terminal_words) or any(self._truncation_words):
             return self._end_step(result)
         return result
 
-    def _step_one_agent(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    _step_agent_returns = step
+
+    def _step_one_agent(self, actions: np.ndarray) -> StepResult:
         if self._phase:
-            self._prepare_step()
+            return self._slow_step(actions)
         result = self._env_step(actions)
         self._return += self._reward_view[0]
-        if self._terminal_view[0] or self._truncation_view[0]:
+        if self._terminal_words[0] or self._truncation_words[0]:
             return self._end_step(result)
         return result
 
-    def _step_total_return(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    def _step_total_return(self, actions: np.ndarray) -> StepResult:
         if self._phase:
-            self._prepare_step()
+            return self._slow_step(actions)
         result = self._env_step(actions)
         self._return += sum(self._reward_view)  # Python floats: cheaper than a numpy add for few agents
-        if self._terminal_view[0] or self._truncation_view[0]:
+        if self._terminal_words[0] or self._truncation_words[0]:
             return self._end_step(result)
         return result
 
-    def _step_env_returns(
-        self, actions: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
+    def _step_total_return_any_word(self, actions: np.ndarray) -> StepResult:
         if self._phase:
-            self._prepare_step()
+            return self._slow_step(actions)
         result = self._env_step(actions)
-        if self._terminal_view[0] or self._truncation_view[0]:
+        self._return += sum(self._reward_view)
+        if any(self._terminal_words) or any(self._truncation_words):
             return self._end_step(result)
         return result
 
-    def _prepare_step(self) -> None:
-        if self._phase == _NOT_STARTED:
-            raise EpisodeNotStartedError(
-                "CurriculumEnv.step() called before reset(); call reset() once before the first step "
-                "(later episodes start automatically)"
+    def _step_env_returns(self, actions: np.ndarray) -> StepResult:
+        if self._phase:
+            return self._slow_step(actions)
+        result = self._env_step(actions)
+        if self._terminal_words[0] or self._truncation_words[0]:
+            return self._end_step(result)
+        return result
+
+    def _step_env_returns_any_word(self, actions: np.ndarray) -> StepResult:
+        if self._phase:
+            return self._slow_step(actions)
+        result = self._env_step(actions)
+        if any(self._terminal_words) or any(self._truncation_words):
+            return self._end_step(result)
+        return result
+
+    def _slow_step(self, actions: np.ndarray) -> StepResult:
+        """A step outside the running phase: refused, first of an episode, or latched."""
+        phase = self._phase
+        if phase == _NOT_STARTED:
+            raise EpisodeNotStartedError(self._not_started)
+        if phase == _FLAGS_STALE:  # first step after an auto-reset: the env's own buffers back
+            self._rewards[...] = self._post_reset_rewards
+            self._terminals.fill(False)
+            self._truncations.fill(False)
+            self._phase = _RUNNING
+            return self._fast_step(actions)
+        return self._step_latched(actions)
+
+    def _step_latched(self, actions: np.ndarray) -> StepResult:
+        """A step while some agents are done: only the others' rewards and flags count."""
+        result = self._env_step(actions)
+        active = self._active
+        if self._episode_rewards is None:
+            if self._mean_only:
+                self._return += sum(self._rewards[active].tolist())
+            else:
+                np.add(self._returns, self._rewards, out=self._returns, where=active)
+        newly_done = active & np.logical_or(self._terminals, self._truncations)
+        if not newly_done.any():
+            return result
+        self._latch(newly_done, result[4])
+        if active.any():
+            return result
+        return self._finish_episode(result, desync=self._desync)
+
+    def _latch(self, newly_done: np.ndarray, infos: Any) -> None:
+        """Mark `newly_done` agents done at this step (their returns end here)."""
+        self._active &= ~newly_done
+        if not self._desync and self._truncations[newly_done].any():
+            self._desync = is_desync_truncation(self.env, infos)
+        if self._episode_rewards is not None:
+            self._done_returns[newly_done] = self._reported_returns()[newly_done]
+
+    def _end_step(self, result: StepResult) -> StepResult:
+        """A step in which some agent's flag is set: the episode ends, or its agents start latching."""
+        if self._num_agents > 1:
+            done = np.logical_or(self._terminals, self._truncations)
+            if not done.all():  # some agents still play
+                self._active = np.ones(self._num_agents, dtype=bool)
+                self._done_returns = np.zeros(self._num_agents) if self._episode_rewards is not None else None
+                self._desync = False
+                self._latch(done, result[4])
+                self._phase = _LATCHED
+                return result
+        desync = bool(self._truncations.any()) and is_desync_truncation(self.env, result[4])
+        return self._finish_episode(result, desync=desync)
+
+    def _reported_returns(self) -> np.ndarray:
+        returns = np.asarray(self._episode_rewards(), dtype=np.float64).reshape(-1)
+        if returns.shape != (self._num_agents,):
+            raise AgentCountError(
+                f"{type(self.env).__name__}.get_episode_rewards() returned {returns.shape[0]} returns for "
+                f"num_agents={self._num_agents}"
             )
-        rewards, terminals, truncations = self._post_reset
-        self._rewards[...] = rewards
-        self._terminals[...] = terminals
-        self._truncations[...] = truncations
-        self._phase = _RUNNING
+        return returns
 
     def _episode_returns(self) -> np.ndarray:
-        if callable(self._episode_rewards):
-            returns = np.asarray(self._episode_rewards(), dtype=np.float64).reshape(-1)
-            if returns.shape != (self._num_agents,):
-                raise AgentCountError(
-                    f"{type(self.env).__name__}.get_episode_rewards() returned {returns.shape[0]} returns for "
-                    f"num_agents={self._num_agents}"
-                )
-            return returns
+        if self._done_returns is not None:  # latched: each agent's reported return at its done step
+            return self._done_returns.copy()
+        if self._episode_rewards is not None:
+            return self._reported_returns()
         if self._num_agents == 1:
             return np.array([self._return])
         if self._mean_only:  # per-agent returns were not kept; their mean is what gets scored
             return np.full(self._num_agents, self._return / self._num_agents)
         return self._returns.copy()
 
-    def _end_step(
-        self, result: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[Any]]:
-        obs, rewards, terminals, truncations, infos = result
-        if self._num_agents > 1 and not (self._terminals | self._truncations).all():
-            return result  # agent 0 is done, others still play
-        self._check_buffers_in_place()
-        returns = self._episode_returns()
-        desync = bool(self._truncations.any()) and is_desync_truncation(self.env, infos)
-        ended = (self._rewards.copy(), self._terminals.copy(), self._truncations.copy())
-        self._task, entries = self._accounting.end_episode(self._task, returns, desync=desync)
-        self._set_env_config(self._task.env_cfg)
-        obs, reset_infos = self._env_reset()
-        self._check_buffers_in_place()
+    def _clear_episode(self, phase: int, not_started: str) -> None:
+        """Forget the running episode's returns and latches; enter `phase`."""
         self._return = 0.0
         self._returns.fill(0.0)
-        self._post_reset = (self._rewards.copy(), self._terminals.copy(), self._truncations.copy())
+        self._active = None
+        self._done_returns = None
+        self._desync = False
+        self._phase = phase
+        self._not_started = not_started
+
+    def _finish_episode(self, result: StepResult, *, desync: bool) -> StepResult:
+        """Settle the ended episode, draw the next task and auto-reset the env onto it."""
+        obs, rewards, terminals, truncations, infos = result
+        self._check_buffers_in_place()
+        returns = self._episode_returns()
+        task = self._task
+        ended = (self._rewards.copy(), self._terminals.copy(), self._truncations.copy())
+        # From here on the episode is over: nothing of it may reach the next one, whatever raises.
+        self._clear_episode(_NOT_STARTED, f"CurriculumEnv.step() called after the end of the episode of task "
+                                          f"{task.task_id} ({task.label!r}) failed; call reset()")
+        entries = self._accounting.settle(task, returns, desync=desync)
+        self._pending_infos = (infos, entries)
+        self._not_started = (f"CurriculumEnv.step() called after the auto-reset that follows the episode of task "
+                             f"{task.task_id} ({task.label!r}) failed; call reset(), which also returns that "
+                             "episode's infos")
+        self._pending_task = next_task = self._accounting.draw_next_task(entries)
+        self._set_env_config(next_task.env_cfg)
+        obs, reset_infos = self._env_reset()
+        self._check_buffers_in_place()
+        self._pending_task = None
+        self._pending_infos = None
+        self._task = next_task
+        self._post_reset_rewards = self._rewards.copy()
         self._rewards[...] = ended[0]
         self._terminals[...] = ended[1]
         self._truncations[...] = ended[2]
         self._phase = _FLAGS_STALE
-        infos = _merge_entries(list(infos or ()), entries)
-        if reset_infos:
-            infos.extend(reset_infos)
-        return obs, self._rewards, self._terminals, self._truncations, infos
+        return obs, self._rewards, self._terminals, self._truncations, _with_reset_infos(
+            _with_entries(infos, entries), reset_infos)

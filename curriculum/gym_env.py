@@ -14,6 +14,9 @@ gymnasium's reset discipline instead of auto-reset:
 - A desync truncation (`truncated` with `truncated_by_desync: True` in the info, or the
   unwrapped env's `desync_truncation` attribute true) is counted, never reported; a plain
   time-limit truncation is a full episode and is reported.
+- Failures at an episode's end, as for `CurriculumEnv`: if scoring or recording raises, the
+  episode is dropped (neither recorded nor counted); if drawing the next task raises, the
+  episode stays recorded and its entries come with the info of the next `reset()`.
 
 Attributes (`action_space`, `observation_space`, `spec`, `render_mode`, `np_random`,
 `unwrapped`, ...) are forwarded by `gymnasium.Wrapper`'s explicit properties.
@@ -33,7 +36,7 @@ from curriculum.env import (
     StageSource,
     is_desync_truncation,
 )
-from curriculum.errors import EnvContractError, EpisodeNotStartedError
+from curriculum.errors import CurriculumConfigError, EnvContractError, EpisodeNotStartedError
 
 __all__ = ["GymCurriculumEnv"]
 
@@ -56,6 +59,8 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
         stats_interval: int = DEFAULT_STATS_INTERVAL,
         stage_source: StageSource | None = None,
     ) -> None:
+        if not isinstance(env, gymnasium.Env):
+            raise CurriculumConfigError(f"Expected `env` to be a gymnasium.Env, received {type(env).__name__}")
         super().__init__(env)
         set_env_config = getattr(env.unwrapped, "set_env_config", None)
         if not callable(set_env_config):
@@ -70,6 +75,7 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
         self._next_task: Any = None
         self._running = False
         self._return = 0.0
+        self._pending_entries: dict[str, Any] | None = None  # an ended episode's, not returned yet
 
     @property
     def task(self) -> Any:
@@ -88,6 +94,8 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
         self._next_task = None
         self._return = 0.0
         self._running = True
+        if self._pending_entries is not None:
+            info, self._pending_entries = {**info, **self._pending_entries}, None
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -102,8 +110,9 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
         if terminated or truncated:
             self._running = False
             desync = bool(truncated) and is_desync_truncation(self.env.unwrapped, info)
-            self._next_task, entries = self._accounting.end_episode(
-                self._task, np.array([self._return]), desync=desync
-            )
+            entries = self._accounting.settle(self._task, np.array([self._return]), desync=desync)
+            self._pending_entries = entries
+            self._next_task = self._accounting.draw_next_task(entries)
+            self._pending_entries = None
             info = {**info, **entries}
         return obs, reward, terminated, truncated, info

@@ -119,6 +119,92 @@ class ReportingEnv(FixedEpisodeEnv):
         return np.full(self.num_agents, self.config["reward_per_step"] * self._step)
 
 
+class StaggeredAgentsEnv(FixedEpisodeEnv):
+    """Agents that finish at different steps: agent i is done at step `agent_lengths[i]` (in
+    the env config), its flag set for that one step only (`sticky_flags=False`) or left set
+    until the reset (`sticky_flags=True`). Every agent is paid `reward_per_step` every step,
+    done or not, so a wrapper that keeps counting a done agent's rewards shows. `ends` picks
+    per agent how it ends ("terminal", "truncation", "desync")."""
+
+    CONFIG_KEYS = (*FixedEpisodeEnv.CONFIG_KEYS, "agent_lengths", "ends")
+
+    def __init__(self, *, agent_lengths: tuple[int, ...] = (2, 5, 3), sticky_flags: bool = False,
+                 **kwargs: Any) -> None:
+        super().__init__(num_agents=len(agent_lengths), **kwargs)
+        self._defaults.update(agent_lengths=tuple(agent_lengths), ends=("terminal",) * len(agent_lengths))
+        self.config = dict(self._defaults)
+        self.sticky_flags = sticky_flags
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        if not self._running:
+            raise RuntimeError("StaggeredAgentsEnv stepped with no running episode")
+        self._step += 1
+        self.rewards.fill(self.config["reward_per_step"])
+        self.observations[:, OBS_STEP] = self._step
+        if not self.sticky_flags:
+            self.terminals.fill(False)
+            self.truncations.fill(False)
+        info: dict[str, Any] = {}
+        for agent, (length, end) in enumerate(zip(self.config["agent_lengths"], self.config["ends"])):
+            if self._step != length:
+                continue
+            if end == "terminal":
+                self.terminals[agent] = True
+            else:
+                self.truncations[agent] = True
+            if end == "desync":
+                info["truncated_by_desync"] = True
+        if self._step >= max(self.config["agent_lengths"]):
+            self._running = False
+        return self.observations, self.rewards, self.terminals, self.truncations, [info] if info else []
+
+
+class StickyFlagsEnv(FixedEpisodeEnv):
+    """Never clears its done flags: neither its reset nor its steps write False into them."""
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        terminals, truncations = self.terminals.copy(), self.truncations.copy()
+        result = super().reset(seed)
+        self.terminals[...] = terminals
+        self.truncations[...] = truncations
+        return result
+
+
+class ScriptedFailuresEnv(FixedEpisodeEnv):
+    """FixedEpisodeEnv whose `reset` (from its `fail_from_reset`-th call, counting from 1) or
+    `set_env_config` (once `fail_config` is set) raises `EnvFailure`; `dict_infos=True` returns
+    step infos as one dict instead of a list."""
+
+    def __init__(self, *, fail_from_reset: int | None = None, dict_infos: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fail_from_reset = fail_from_reset
+        self.fail_config = False
+        self.dict_infos = dict_infos
+        self.resets = 0
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        if self.fail_config:
+            raise EnvFailure("set_env_config failed")
+        super().set_env_config(env_cfg)
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
+        self.resets += 1
+        if self.fail_from_reset is not None and self.resets >= self.fail_from_reset:
+            raise EnvFailure(f"reset {self.resets} failed")
+        obs, infos = super().reset(seed)
+        return obs, ({"reset_count": self.resets} if self.dict_infos else infos)
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, Any]:
+        obs, rewards, terminals, truncations, infos = super().step(actions)
+        if self.dict_infos:
+            infos = {"step_count": self._step, **(infos[0] if infos else {})}
+        return obs, rewards, terminals, truncations, infos
+
+
+class EnvFailure(RuntimeError):
+    """What `ScriptedFailuresEnv` raises."""
+
+
 class NoConfigEnv(pufferlib.PufferEnv):
     """A PufferEnv without `set_env_config`."""
 

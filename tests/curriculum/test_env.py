@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+from decimal import Decimal
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -28,9 +30,13 @@ from env_doubles import (
     OBS_LENGTH,
     OBS_REWARD,
     OBS_TAG,
+    EnvFailure,
     FixedEpisodeEnv,
     NoConfigEnv,
     ReportingEnv,
+    ScriptedFailuresEnv,
+    StaggeredAgentsEnv,
+    StickyFlagsEnv,
     staged_config,
     two_label_config,
 )
@@ -219,29 +225,56 @@ def test_pool_stats_every_stats_interval_completions(make_curriculum: Any) -> No
         assert stat_key(key) in infos[0]
 
 
+class ScriptedCurriculum:
+    """A protocol curriculum with its own task ids (7 and 4, not slot-encoded) whose task
+    scores and per-label LP scores are set by the test."""
+
+    num_active_tasks = 2
+
+    def __init__(self, scores: list[float], *, label_scores: dict[str, float] | None = None) -> None:
+        self.scores = np.array(scores)
+        self.label_scores = label_scores or {}
+
+    def get_task(self) -> None: ...
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        return True
+
+    def stats(self) -> dict[str, Any]:
+        return {"per_label_lp_scores": dict(self.label_scores)}
+
+
+class ScriptedPoolCurriculum(ScriptedCurriculum):
+    def active_tasks(self) -> list[Any]:
+        return [SimpleNamespace(task_id=7, label="a"), SimpleNamespace(task_id=4, label="a")]
+
+    def task_scores(self) -> np.ndarray:
+        return self.scores
+
+
 def test_per_label_lp_score_is_an_ema_with_rate_one_tenth() -> None:
-    class Scripted:
-        """A protocol curriculum whose task scores are set by the test."""
-
-        num_active_tasks = 2
-        scores = np.array([1.0, 0.0])
-
-        def get_task(self) -> None: ...
-
-        def update_task_performance(self, task_id: int, score: float) -> bool:
-            return True
-
-        def stats(self) -> dict[str, Any]:
-            return {}
-
-        def task_scores(self) -> np.ndarray:
-            return self.scores
-
-    recorder = CompletionRecorder(Scripted(), stats_interval=1)
+    recorder = CompletionRecorder(ScriptedPoolCurriculum([1.0, 0.0]), stats_interval=1)
     key = stat_key("per_label_lp_scores", "a")
-    assert recorder.record(0, "a", 0.5)[key] == 1.0
-    assert recorder.record(1, "a", 0.5)[key] == pytest.approx(0.9)
-    assert recorder.record(1, "a", 0.5)[key] == pytest.approx(0.81)
+    assert recorder.record(7, "a", 0.5)[key] == 1.0
+    assert recorder.record(4, "a", 0.5)[key] == pytest.approx(0.9)
+    assert recorder.record(4, "a", 0.5)[key] == pytest.approx(0.81)
+
+
+def test_task_scores_are_matched_to_task_ids_through_active_tasks_not_the_id_scheme() -> None:
+    """Ids 7 and 4 in a pool of 2: `task_id % num_active_tasks` would swap their scores."""
+    curriculum = ScriptedPoolCurriculum([0.25, 0.75], label_scores={"a": 0.5})
+    recorder = CompletionRecorder(curriculum, stats_interval=1000)
+    key = stat_key("per_label_lp_scores", "a")
+    assert recorder.record(4, "a", 0.5)[key] == 0.75  # the pool report is taken at this first completion
+    recorder = CompletionRecorder(curriculum, stats_interval=1000)
+    assert recorder.record(7, "a", 0.5)[key] == 0.25
+    assert recorder.record(9, "a", 0.5)[key] == pytest.approx(0.25 + 0.1 * (0.5 - 0.25))  # not in the pool: label
+
+
+def test_without_task_scores_the_label_scores_of_the_pool_report_are_used() -> None:
+    recorder = CompletionRecorder(ScriptedCurriculum([0.0, 0.0], label_scores={"a": 0.5, "b": 0.0}), stats_interval=1)
+    assert recorder.record(7, "a", 0.5)[stat_key("per_label_lp_scores", "a")] == 0.5
+    assert recorder.record(4, "b", 0.5)[stat_key("per_label_lp_scores", "b")] == 0.0
 
 
 def test_reseeds_once_per_process(make_curriculum: Any) -> None:
@@ -336,3 +369,188 @@ def test_bad_arguments(make_curriculum: Any) -> None:
                "completions decides its own stage")
     with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
         CurriculumEnv(FixedEpisodeEnv(), curriculum, stage_source=object())
+
+
+def test_rewards_buffer_of_another_shape_is_refused_at_construction(make_curriculum: Any) -> None:
+    """A (1, 1) rewards buffer used to be accepted, then fail with NotImplementedError at the
+    first step."""
+    inner = FixedEpisodeEnv()
+    inner.rewards = np.zeros((1, 1), dtype=np.float32)
+    message = ("Expected FixedEpisodeEnv.rewards to be a numeric numpy array of shape (1,), one number per agent, "
+               "received ndarray of shape (1, 1) and dtype float32")
+    with pytest.raises(EnvContractError, match=f"^{re.escape(message)}$"):
+        CurriculumEnv(inner, make_curriculum(two_label_config()))
+    inner = FixedEpisodeEnv(num_agents=2)
+    inner.terminals = np.array(["", ""])
+    message = ("Expected FixedEpisodeEnv.terminals to be a numeric numpy array of shape (2,), one number per agent, "
+               "received ndarray of shape (2,) and dtype <U1")
+    with pytest.raises(EnvContractError, match=f"^{re.escape(message)}$"):
+        CurriculumEnv(inner, make_curriculum(two_label_config()))
+
+
+@pytest.mark.parametrize("seed", [-1, "a", 1.5, True])
+def test_bad_seed_is_refused(make_curriculum: Any, seed: Any) -> None:
+    message = f"Expected `seed` to be None or an integer >= 0, received {seed!r}"
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        CurriculumEnv(FixedEpisodeEnv(), make_curriculum(two_label_config()), seed=seed)
+
+
+# ---- agents that finish at different steps ------------------------------------------------------
+class ReportingStaggeredAgentsEnv(StaggeredAgentsEnv):
+    """Reports every agent's running sum of rewards, done or not (the wrapper must read each
+    agent's return at its own done step)."""
+
+    def get_episode_rewards(self) -> np.ndarray:
+        return np.full(self.num_agents, self.config["reward_per_step"] * self._step)
+
+
+STAGGERED = [((2, 5, 3), [0.25, 0.625, 0.375]), ((1, 4, 2, 4), [0.125, 0.5, 0.25, 0.5]),
+             ((3, 1), [0.375, 0.125])]
+
+
+@pytest.mark.parametrize("sticky", [False, True], ids=["one-step-flags", "sticky-flags"])
+@pytest.mark.parametrize("env_class", [StaggeredAgentsEnv, ReportingStaggeredAgentsEnv])
+@pytest.mark.parametrize("scored", [False, True], ids=["mean", "score_fn"])
+@pytest.mark.parametrize(("lengths", "returns"), STAGGERED, ids=["3-agents", "4-agents", "2-agents"])
+def test_agents_that_finish_at_different_steps_make_one_episode(make_curriculum: Any, lengths: tuple[int, ...],
+                                                                returns: list[float], scored: bool,
+                                                                env_class: type, sticky: bool) -> None:
+    """Agent i's return is its rewards up to its done step; the episode ends with the last
+    agent. Flags set for one step only used to give 0 episodes."""
+    seen: list[list[float]] = []
+
+    def score_fn(episode_returns: np.ndarray) -> float:
+        seen.append(episode_returns.tolist())
+        return float(episode_returns.max())
+
+    curriculum = make_curriculum(two_label_config(easy=HARD))
+    inner = env_class(agent_lengths=lengths, sticky_flags=sticky)
+    env = CurriculumEnv(inner, curriculum, score_fn=score_fn if scored else None)
+    env.reset()
+    length = max(lengths)
+    for episode in range(3):
+        for step in range(1, length + 1):
+            infos = env.step(np.zeros(len(lengths), dtype=np.int32))[4]
+            assert bool(ended(infos)) == (step == length), (episode, step)
+    assert env.episodes == curriculum.tracker.total_completions == 3
+    expected = max(returns) if scored else sum(returns) / len(returns)
+    assert [i[stat_key("score")] for i in ended(infos)] == [pytest.approx(expected, abs=1e-15)]
+    assert curriculum.tracker.score_sum.sum() == pytest.approx(3 * expected)
+    if scored:
+        assert seen == [returns] * 3
+
+
+def test_an_agent_cut_by_a_desync_makes_the_episode_a_desync_truncation(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config(easy=HARD))
+    inner = StaggeredAgentsEnv(agent_lengths=(2, 5, 3))
+    env = CurriculumEnv(inner, curriculum)
+    outcomes = []
+    for ends in [("terminal", "desync", "terminal"),  # the last agent to finish is cut
+                 ("desync", "terminal", "terminal"),  # an early agent is cut
+                 ("truncation", "terminal", "truncation")]:  # time limits: a full episode
+        inner._defaults["ends"] = ends  # applied by the reset in run()
+        (info,) = ended(run(env, 5))
+        outcomes.append((info[stat_key("desync_truncations")], stat_key("score") in info))
+    assert outcomes == [(1, False), (1, False), (0, True)]
+    assert env.episodes == 3 and env.desync_truncations == 2 and curriculum.tracker.total_completions == 1
+
+
+def test_an_env_that_never_clears_its_flags_gets_full_episodes(make_curriculum: Any) -> None:
+    """Flags left set by the env's reset used to end every later episode after one step."""
+    curriculum = make_curriculum(two_label_config(easy=HARD))
+    env = CurriculumEnv(StickyFlagsEnv(), curriculum)
+    infos = ended(run(env, 12))
+    assert [i["fixed_episode"]["length"] for i in infos] == [4, 4, 4]
+    assert [i[stat_key("score")] for i in infos] == [0.5, 0.5, 0.5]
+    assert env.episodes == curriculum.tracker.total_completions == 3
+
+
+# ---- failures at an episode's end ---------------------------------------------------------------
+def test_a_failing_auto_reset_keeps_the_ended_episode_and_leaks_nothing_into_the_next(make_curriculum: Any) -> None:
+    """The env's second reset (the first auto-reset) raises. The old wrapper lost the ended
+    episode's stats and scored the next episode 1.0 for an env that always pays 0.5."""
+    curriculum = make_curriculum(two_label_config(easy=HARD))
+    inner = ScriptedFailuresEnv(fail_from_reset=2)
+    env = CurriculumEnv(inner, curriculum)
+    env.reset()
+    task = env.task
+    run_steps(env, 3)
+    with pytest.raises(EnvFailure, match="^reset 2 failed$"):
+        env.step(ACTION)
+    assert env.episodes == curriculum.tracker.total_completions == 1
+    drawn = inner.set_env_config_calls[-1][1]  # the config of the task drawn for the failed auto-reset
+    message = (f"CurriculumEnv.step() called after the auto-reset that follows the episode of task {task.task_id} "
+               f"({task.label!r}) failed; call reset(), which also returns that episode's infos")
+    with pytest.raises(EpisodeNotStartedError, match=f"^{re.escape(message)}$"):
+        env.step(ACTION)
+    inner.fail_from_reset = None
+    _, reset_infos = env.reset()
+    (episode_info,) = ended(reset_infos)
+    assert episode_info[stat_key("score")] == 0.5 and episode_info["fixed_episode"]["length"] == 4
+    assert env.task.env_cfg == drawn  # the task drawn for the failed start runs now
+    infos = ended(run_steps(env, 4))
+    assert [i[stat_key("score")] for i in infos] == [0.5]
+    assert env.episodes == curriculum.tracker.total_completions == 2
+    assert float(curriculum.tracker.score_sum.sum()) == 1.0
+
+
+def test_the_refusal_after_a_failed_auto_reset_names_the_episode(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config(easy=HARD))
+    inner = ScriptedFailuresEnv()
+    env = CurriculumEnv(inner, curriculum)
+    env.reset()
+    task = env.task
+    run_steps(env, 3)
+    inner.fail_config = True
+    with pytest.raises(EnvFailure, match="^set_env_config failed$"):
+        env.step(ACTION)
+    message = (f"CurriculumEnv.step() called after the auto-reset that follows the episode of task {task.task_id} "
+               f"({task.label!r}) failed; call reset(), which also returns that episode's infos")
+    with pytest.raises(EpisodeNotStartedError, match=f"^{re.escape(message)}$"):
+        env.step(ACTION)
+    inner.fail_config = False
+    assert len(ended(env.reset()[1])) == 1
+    assert [i[stat_key("score")] for i in ended(run_steps(env, 4))] == [0.5]
+
+
+BAD_SCORE_FN_RESULTS = [np.array([0.5]), np.array([0.5, 0.5]), "0.5", None, True, Decimal("0.5")]
+
+
+@pytest.mark.parametrize("result", BAD_SCORE_FN_RESULTS, ids=repr)
+def test_a_score_fn_result_that_is_not_a_real_number_drops_the_episode_once(make_curriculum: Any,
+                                                                             result: Any) -> None:
+    curriculum = make_curriculum(two_label_config(easy=HARD))
+    results = [result]
+    env = CurriculumEnv(FixedEpisodeEnv(), curriculum, score_fn=lambda returns: results.pop() if results else 0.5)
+    env.reset()
+    task = env.task
+    run_steps(env, 3)
+    message = (f"Expected score_fn to return a real number in the curriculum's score_range [0.0, 1.0] for task "
+               f"{task.task_id} ({task.label!r}), received {result!r} of type {type(result).__name__} for episode "
+               "returns [0.5]")
+    with pytest.raises(InvalidScoreError, match=f"^{re.escape(message)}$"):
+        env.step(ACTION)
+    assert env.episodes == 0 and curriculum.tracker.total_completions == 0
+    message = (f"CurriculumEnv.step() called after the end of the episode of task {task.task_id} ({task.label!r}) "
+               "failed; call reset()")
+    with pytest.raises(EpisodeNotStartedError, match=f"^{re.escape(message)}$"):
+        env.step(ACTION)
+    assert env.episodes == 0  # the failed episode is not counted by a retry either
+    infos = ended(run(env, 4))
+    assert [i[stat_key("score")] for i in infos] == [0.5]
+    assert env.episodes == curriculum.tracker.total_completions == 1
+
+
+# ---- infos ----------------------------------------------------------------------------------------
+def test_infos_returned_as_a_dict_stay_a_dict_with_the_env_values(make_curriculum: Any) -> None:
+    """They used to come back as a list of the dict's keys, the env's values dropped."""
+    env = CurriculumEnv(ScriptedFailuresEnv(dict_infos=True), make_curriculum(two_label_config(easy=HARD)))
+    _, infos = env.reset()
+    assert infos == {"reset_count": 1}
+    assert env.step(ACTION)[4] == {"step_count": 1}
+    run_steps(env, 2)
+    infos = env.step(ACTION)[4]
+    assert isinstance(infos, dict)
+    assert infos["step_count"] == 4 and infos["fixed_episode"] == {"length": 4, "tag": 2}
+    assert infos[stat_key("score")] == 0.5 and infos[stat_key("episodes")] == 1
+    assert infos["reset_count"] == 2  # the auto-reset's info, under its own key

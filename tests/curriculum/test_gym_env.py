@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from env_doubles import HARD, two_label_config
-from curriculum import EnvContractError, EpisodeNotStartedError, GymCurriculumEnv
+from curriculum import (
+    CurriculumConfigError,
+    EnvContractError,
+    EpisodeNotStartedError,
+    GymCurriculumEnv,
+    InvalidScoreError,
+)
 from curriculum.stats import COMPLETION_INFO_KEY, stat_key
 
 
@@ -123,3 +129,66 @@ def test_forwards_through_gymnasium_wrapper_properties(make_curriculum: Any) -> 
     assert env.observation_space == inner.observation_space and env.action_space == inner.action_space
     assert env.unwrapped is inner
     assert all("__getattr__" not in vars(cls) for cls in type(env).__mro__ if cls is not object)
+
+
+@pytest.mark.parametrize("result", [np.array([0.5]), "0.5", None], ids=repr)
+def test_a_score_fn_result_that_is_not_a_real_number_drops_the_episode_once(make_curriculum: Any,
+                                                                             result: Any) -> None:
+    curriculum = make_curriculum(two_label_config(easy=HARD))
+    results = [result]
+    env = GymCurriculumEnv(FixedGymEnv(), curriculum, score_fn=lambda returns: results.pop() if results else 0.5)
+    env.reset()
+    task = env.task
+    for _ in range(3):
+        env.step(0)
+    message = (f"Expected score_fn to return a real number in the curriculum's score_range [0.0, 1.0] for task "
+               f"{task.task_id} ({task.label!r}), received {result!r} of type {type(result).__name__} for episode "
+               "returns [0.5]")
+    with pytest.raises(InvalidScoreError, match=f"^{re.escape(message)}$"):
+        env.step(0)
+    assert env.episodes == 0 and curriculum.tracker.total_completions == 0
+    with pytest.raises(EpisodeNotStartedError):
+        env.step(0)
+    (info,) = run_episodes(env, 1)
+    assert info[stat_key("score")] == 0.5 and env.episodes == curriculum.tracker.total_completions == 1
+
+
+class FlakyDrawCurriculum:
+    """A protocol curriculum over a real one whose get_task() raises while `failing` is set."""
+
+    def __init__(self, curriculum: Any) -> None:
+        self.curriculum = curriculum
+        self.config = curriculum.config
+        self.failing = False
+
+    def get_task(self) -> Any:
+        if self.failing:
+            raise LookupError("no task")
+        return self.curriculum.get_task()
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        return self.curriculum.update_task_performance(task_id, score)
+
+    def stats(self) -> dict[str, Any]:
+        return self.curriculum.stats()
+
+
+def test_a_failing_task_draw_keeps_the_ended_episode_for_the_next_reset(make_curriculum: Any) -> None:
+    curriculum = FlakyDrawCurriculum(make_curriculum(two_label_config(easy=HARD)))
+    env = GymCurriculumEnv(FixedGymEnv(), curriculum)
+    env.reset()
+    for _ in range(3):
+        env.step(0)
+    curriculum.failing = True
+    with pytest.raises(LookupError, match="^no task$"):
+        env.step(0)
+    assert env.episodes == curriculum.curriculum.tracker.total_completions == 1
+    curriculum.failing = False
+    _, info = env.reset()
+    assert info[stat_key("score")] == 0.5 and info[stat_key("episodes")] == 1
+
+
+def test_an_env_that_is_not_a_gymnasium_env_is_refused(make_curriculum: Any) -> None:
+    message = "Expected `env` to be a gymnasium.Env, received dict"
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        GymCurriculumEnv({}, make_curriculum(two_label_config()))
