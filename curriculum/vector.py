@@ -37,6 +37,24 @@ sequence number at each episode end and applies the new state only when it chang
 (`batch_size == num_envs`); with smaller, asynchronous batches it is one step of the worker's
 own batch.
 
+Worker failures (Multiprocessing). pufferlib waits for its workers in a busy loop that never
+looks at whether they are alive, so a dead worker used to hang the main process forever, and
+its non-daemon workers kept the interpreter from exiting. The wrapper waits itself, before
+handing control to pufferlib's `recv()` (or `async_reset()`), until pufferlib can return at
+once, whatever the batching (`batch_size` of all workers, of one, of a contiguous block, or
+fully asynchronous with `zero_copy=False`), and checks every `WORKER_CHECK_PERIOD` seconds that
+every worker is alive. A worker that died (an exception in its env, a signal) becomes
+`WorkerProcessError` within that period, naming the worker, its pid and its exit code or
+signal; with `worker_timeout=` a worker that is alive but has not answered for that long does
+too. On that error the vecenv closes itself: every worker is stopped (SIGTERM, then SIGKILL)
+and reaped, so an uncaught error lets the interpreter exit, and any later `reset()`, `step()`,
+`send()` or `recv()` raises `WorkerProcessError` instead of waiting. A vecenv that is never
+closed stops its workers when it is garbage-collected or when the interpreter exits, and a
+worker process ends itself (Linux `PR_SET_PDEATHSIG`) when the main process dies, even by
+SIGKILL. The default `num_workers` on Multiprocessing is the most workers that fit the
+physical cores (pufferlib refuses more without `overwork=True`, and pufferlib-core 3.0.7 then
+fails with an `AttributeError` instead of its own message).
+
 Built by hand instead of with the factory: create the `StageBroadcast` first, pass it as
 `stage_source=` to every worker's `CurriculumEnv(local_tracking=False)`, and wrap the vecenv
 in `CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast)`.
@@ -45,21 +63,28 @@ in `CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast)`.
 from __future__ import annotations
 
 import ctypes
+import math
 import multiprocessing
+import multiprocessing.connection
+import multiprocessing.util
 import os
 import pickle
+import signal
+import sys
 import time
-from collections.abc import Callable, Mapping
-from numbers import Integral
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Integral, Real
 from typing import Any, Final, Protocol
 
 import numpy as np
+import psutil
 import pufferlib
+import pufferlib.pufferlib
 import pufferlib.vector
 
 from curriculum.config import StagedProgressionConfig, UniformConfig
-from curriculum.env import DEFAULT_STATS_INTERVAL, CompletionRecorder, CurriculumEnv, ScoreFn
-from curriculum.errors import CurriculumConfigError, WorkerProcessError
+from curriculum.env import DEFAULT_STATS_INTERVAL, CompletionRecorder, CurriculumEnv, ScoreFn, _check_interval
+from curriculum.errors import CurriculumConfigError, EnvContractError, EpisodeNotStartedError, WorkerProcessError
 from curriculum.stats import COMPLETION_INFO_KEY
 
 __all__ = [
@@ -71,6 +96,10 @@ __all__ = [
     "SharedCurriculumVecEnv",
     "CentralizedCurriculumVecEnv",
     "make_curriculum_vecenv",
+    "default_num_workers",
+    "physical_cores",
+    "MAX_NUM_ENVS",
+    "WORKER_CHECK_PERIOD",
 ]
 
 BACKENDS: Final = ("Serial", "Multiprocessing")
@@ -82,7 +111,20 @@ TRACKING_MODES: Final = ("shared", "centralized")
 VEC_OPTIONS: Final = ("batch_size", "zero_copy", "overwork")
 """Extra keyword arguments passed through to `pufferlib.vector.make`."""
 
-_WORKER_CHECK_PERIOD = 0.05  # seconds between liveness checks while waiting for workers
+MAX_NUM_ENVS: Final = 65_536
+"""Most envs one vector accepts: pufferlib builds every env up front, so a larger number is
+a typo rather than a plan (and would exhaust memory before saying so)."""
+
+WORKER_CHECK_PERIOD: Final = 0.05
+"""Seconds between two checks that every worker is alive while the main process waits."""
+
+_STOP_GRACE: Final = 2.0
+"""Seconds a stopped worker gets to exit after SIGTERM before it is killed."""
+
+if not hasattr(pufferlib, "APIUsageError"):
+    # pufferlib-core 3.0.7 raises `pufferlib.APIUsageError` but never exports it, so each of its
+    # own usage errors surfaces as "module 'pufferlib' has no attribute 'APIUsageError'".
+    pufferlib.APIUsageError = pufferlib.pufferlib.APIUsageError
 
 
 class StageBroadcast:
@@ -161,16 +203,28 @@ class CurriculumVecEnv(Protocol):
 class SharedCurriculumVecEnv:
     """A pufferlib vecenv whose workers record into one shared curriculum (`tracking="shared"`).
 
-    Forwards pufferlib's vecenv interface explicitly; on `Multiprocessing` it also turns a
-    worker that died mid-step into `WorkerProcessError` instead of an endless wait.
+    Forwards pufferlib's vecenv interface explicitly. On `Multiprocessing` it turns a worker
+    that died (or, with `worker_timeout`, hangs) into `WorkerProcessError` in every batching
+    mode, then closes itself (module docstring, "Worker failures").
     """
 
     tracking = "shared"
 
-    def __init__(self, vecenv: Any, curriculum: Any) -> None:
+    def __init__(self, vecenv: Any, curriculum: Any, *, worker_timeout: float | None = None) -> None:
         self.vecenv = vecenv
         self.curriculum = curriculum
+        self.worker_timeout = _check_worker_timeout(worker_timeout)
         self._closed = False
+        self._failure: str | None = None
+        self._processes: list[Any] = list(getattr(vecenv, "processes", None) or ())
+        self._sentinels = [process.sentinel for process in self._processes]
+        self._next_check = 0.0
+        self._running = ["start-up"] * len(self._processes)  # per worker, what it was last asked to do
+        self._stopper = None
+        if self._processes:  # stop the workers if this object is dropped unclosed, or at exit
+            self._stopper = multiprocessing.util.Finalize(
+                self, _stop_workers, args=(self._processes, os.getpid()), exitpriority=100
+            )
 
     # ---- explicit delegation -----------------------------------------------------------------
     @property
@@ -213,15 +267,45 @@ class SharedCurriculumVecEnv:
     def emulated(self) -> bool:
         return self.vecenv.emulated
 
+    @property
+    def closed(self) -> bool:
+        """Whether the vecenv was closed (by `close()` or by itself after a worker failure)."""
+        return self._closed
+
     # ---- vecenv interface --------------------------------------------------------------------
     def async_reset(self, seed: int | None = 0) -> None:
+        self._check_usable()
+        if self._processes:
+            self._await(_workers_idle)  # pufferlib's reset drains running steps first
+            self._running = ["reset"] * len(self._processes)
         self.vecenv.async_reset(seed)
 
     def send(self, actions: Any) -> None:
-        self.vecenv.send(np.asarray(actions))
+        self._check_usable()
+        vecenv = self.vecenv
+        if vecenv.flag != pufferlib.vector.SEND:
+            raise EpisodeNotStartedError(
+                "The vecenv was stepped before its reset; call reset() (or async_reset() and recv()) first"
+            )
+        actions = np.asarray(actions)
+        if not vecenv.initialized and not vecenv.action_space.contains(actions):
+            raise EnvContractError(
+                f"Expected actions in the vecenv's action space {vecenv.action_space}, received an array of shape "
+                f"{actions.shape} and dtype {actions.dtype}"
+            )
+        if self._processes:
+            batch = vecenv.w_slice
+            workers = range(len(self._processes))[batch] if isinstance(batch, slice) else np.atleast_1d(batch)
+            for worker in workers:
+                self._running[int(worker)] = "step"
+        vecenv.send(actions)
 
     def recv(self) -> tuple[Any, ...]:
-        self._wait_for_workers()
+        self._check_usable()
+        if self.vecenv.flag != pufferlib.vector.RECV:
+            raise EpisodeNotStartedError("recv() called with nothing to receive; call async_reset() or send() first")
+        if self._processes:
+            self._await(_batch_ready)
         result = self.vecenv.recv()
         self._on_infos(result[4])
         return result
@@ -237,13 +321,15 @@ class SharedCurriculumVecEnv:
         return obs, rewards, terminals, truncations, infos
 
     def close(self) -> None:
-        """Close the vecenv and reap worker processes (the curriculum stays open: the caller owns it)."""
+        """Close the vecenv and stop and reap its workers (the curriculum stays open: the caller owns it)."""
         if self._closed:
             return
         self._closed = True
-        self.vecenv.close()
-        for process in getattr(self.vecenv, "processes", ()):
-            process.join(timeout=5)
+        try:
+            self.vecenv.close()
+        finally:
+            if self._stopper is not None:
+                self._stopper()  # runs _stop_workers once and unregisters it
 
     def __enter__(self) -> SharedCurriculumVecEnv:
         return self
@@ -255,25 +341,144 @@ class SharedCurriculumVecEnv:
     def _on_infos(self, infos: list[Any]) -> None:
         """Called with every vec step's infos, before they are returned."""
 
-    def _wait_for_workers(self) -> None:
-        """On synchronous Multiprocessing, wait for every worker, failing if one died."""
+    # ---- worker failures ---------------------------------------------------------------------
+    def _check_usable(self) -> None:
+        if self._failure is not None:
+            raise WorkerProcessError(f"The vecenv closed itself after a worker failure: {self._failure}")
+        if self._closed:
+            raise WorkerProcessError("The vecenv is closed and its workers are stopped; build a new one")
+
+    def _await(self, ready: Callable[[Any], bool]) -> None:
+        """Return once `ready(vecenv)`, i.e. once pufferlib will not wait; fail on a dead or stuck worker."""
         vecenv = self.vecenv
-        processes = getattr(vecenv, "processes", None)
-        if not processes or getattr(vecenv, "workers_per_batch", None) != getattr(vecenv, "num_workers", None):
-            return
-        semaphores = vecenv.buf["semaphores"]
-        next_check = 0.0
-        while not (semaphores >= pufferlib.vector.MAIN).all():
+        now = time.monotonic()
+        deadline = None if self.worker_timeout is None else now + self.worker_timeout
+        while True:
+            if now >= self._next_check:
+                self._next_check = now + WORKER_CHECK_PERIOD
+                self._check_workers_alive()
+            if ready(vecenv):
+                return
+            if deadline is not None and now >= deadline:
+                self._fail_stuck()
+            os.sched_yield()  # leave the core to a worker on a crowded machine
             now = time.monotonic()
-            if now < next_check:
-                continue
-            next_check = now + _WORKER_CHECK_PERIOD
-            for index, process in enumerate(processes):
-                if not process.is_alive() and semaphores[index] < pufferlib.vector.MAIN:
-                    raise WorkerProcessError(
-                        f"Vectorized worker {index} (pid {process.pid}) exited with code {process.exitcode} while "
-                        "the main process waited for its step; its traceback is on stderr"
-                    )
+
+    def _check_workers_alive(self) -> None:
+        ended = multiprocessing.connection.wait(self._sentinels, timeout=0)
+        if not ended:
+            return
+        index = self._sentinels.index(ended[0])
+        process = self._processes[index]
+        process.join(timeout=1.0)
+        running = self._running[index]
+        finished = running != "start-up" and self.vecenv.buf["semaphores"][index] >= pufferlib.vector.MAIN
+        self._fail(f"Vectorized worker {index} (pid {process.pid}) {_describe_exit(process.exitcode)} "
+                   f"{'after' if finished else 'during'} its {running}; its traceback, if any, is on stderr")
+
+    def _fail_stuck(self) -> None:
+        semaphores = self.vecenv.buf["semaphores"]
+        stuck = [i for i in self.vecenv.waiting_workers if semaphores[i] < pufferlib.vector.MAIN] or [0]
+        process = self._processes[stuck[0]]
+        self._fail(f"Vectorized worker {stuck[0]} (pid {process.pid}) is alive but did not finish its "
+                   f"{self._running[stuck[0]]} within worker_timeout={self.worker_timeout} s")
+
+    def _fail(self, what: str) -> None:
+        message = f"{what}. The vecenv closed itself and stopped every worker; build a new one to continue"
+        self._failure = message
+        try:
+            self.close()
+        except Exception:  # the workers are stopped regardless (close() stops them in a finally)
+            pass
+        raise WorkerProcessError(message)
+
+
+def _arrived(vecenv: Any, worker: int) -> bool:
+    """Whether `worker` finished its task and pufferlib can read its infos without waiting."""
+    semaphore = vecenv.buf["semaphores"][worker]
+    if semaphore < pufferlib.vector.MAIN:
+        return False
+    return semaphore != pufferlib.vector.INFO or vecenv.recv_pipes[worker].poll()
+
+
+def _workers_idle(vecenv: Any) -> bool:
+    """Whether pufferlib's `async_reset()` can drain every running step without waiting."""
+    return all(_arrived(vecenv, worker) for worker in vecenv.waiting_workers)
+
+
+def _batch_ready(vecenv: Any) -> bool:
+    """Whether pufferlib's `Multiprocessing.recv()` would return a batch now.
+
+    Mirrors its selection: with `sync_traj` it takes waiting workers strictly in order; the
+    batch is every worker (`batch_size == num_envs`), any one worker, the first complete
+    contiguous block (`zero_copy`) or any `workers_per_batch` workers.
+    """
+    ready = list(vecenv.ready_workers)
+    if vecenv.sync_traj:
+        for worker in vecenv.waiting_workers:
+            if not _arrived(vecenv, worker):
+                break
+            ready.append(worker)
+    else:
+        ready.extend(worker for worker in vecenv.waiting_workers if _arrived(vecenv, worker))
+    per_batch, num_workers = vecenv.workers_per_batch, vecenv.num_workers
+    if per_batch == 1:
+        return bool(ready)
+    if per_batch == num_workers:
+        return len(ready) >= num_workers
+    if vecenv.zero_copy:
+        complete = np.zeros(num_workers, dtype=bool)
+        complete[ready] = True
+        return bool(complete.reshape(-1, per_batch).all(axis=1).any())
+    return len(ready) >= per_batch
+
+
+def _describe_exit(exitcode: int | None) -> str:
+    if exitcode is None:
+        return "stopped answering"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = "signal"
+        return f"was killed by {name} ({-exitcode})"
+    return f"exited with code {exitcode}"
+
+
+def _stop_workers(processes: Sequence[Any], creator_pid: int) -> None:
+    """Stop and reap worker processes: SIGTERM (and SIGCONT, so a stopped one gets it), then
+    SIGKILL for any still alive after `_STOP_GRACE` seconds."""
+    if os.getpid() != creator_pid:  # a forked child inherited the finalizer: not its workers
+        return
+    alive = [process for process in processes if process.exitcode is None]
+    for process in alive:
+        try:
+            process.terminate()
+            os.kill(process.pid, signal.SIGCONT)
+        except (OSError, ValueError):
+            pass
+    deadline = time.monotonic() + _STOP_GRACE
+    for process in alive:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
+    for process in alive:
+        if process.exitcode is None:
+            process.kill()
+            process.join(timeout=_STOP_GRACE)
+
+
+def _check_worker_timeout(worker_timeout: Any) -> float | None:
+    if worker_timeout is None:
+        return None
+    if isinstance(worker_timeout, Real) and not isinstance(worker_timeout, bool):
+        try:
+            seconds = float(worker_timeout)
+        except (OverflowError, TypeError, ValueError):
+            seconds = math.nan
+        if math.isfinite(seconds) and seconds > 0:
+            return seconds
+    raise CurriculumConfigError(
+        f"Expected `worker_timeout` to be None or a finite number of seconds > 0, received {worker_timeout!r}"
+    )
 
 
 def _check_centralized_curriculum(curriculum: Any) -> None:
@@ -311,6 +516,7 @@ class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
         *,
         stage_broadcast: StageBroadcast | None = None,
         stats_interval: int = DEFAULT_STATS_INTERVAL,
+        worker_timeout: float | None = None,
     ) -> None:
         _check_centralized_curriculum(curriculum)
         staged = isinstance(curriculum.config.algorithm, StagedProgressionConfig)
@@ -319,8 +525,8 @@ class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
                 "Expected a `stage_broadcast` for a staged curriculum under centralized tracking: without it the "
                 "workers never learn of a stage change"
             )
-        super().__init__(vecenv, curriculum)
         self.recorder = CompletionRecorder(curriculum, stats_interval=stats_interval)
+        super().__init__(vecenv, curriculum, worker_timeout=worker_timeout)
         self.stage_broadcast = stage_broadcast if staged else None
         self._published_changes: int | None = None
         if self.stage_broadcast is not None:
@@ -357,11 +563,27 @@ class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
             self._publish()
 
 
+class _VectorCurriculumEnv(CurriculumEnv):
+    """The `CurriculumEnv` of a vector's worker: infos always a list, as pufferlib's vectors
+    expect (Multiprocessing with one env per worker would flatten a dict into its keys and
+    lose the curriculum entries, among them a centralized completion)."""
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
+        obs, infos = super().reset(seed)
+        return obs, [infos] if isinstance(infos, Mapping) else infos
+
+    def _finish_episode(self, result: Any, *, desync: bool) -> Any:
+        obs, rewards, terminals, truncations, infos = super()._finish_episode(result, desync=desync)
+        return obs, rewards, terminals, truncations, [infos] if isinstance(infos, Mapping) else infos
+
+
 class _CurriculumEnvCreator:
     """The env creator handed to `pufferlib.vector.make`: wraps each env in a `CurriculumEnv`.
 
     Under centralized tracking it gives each process one private copy of the curriculum
-    (shared by that process's envs), made on first use in the process.
+    (shared by that process's envs), made on first use in the process. In a worker process
+    (a direct child of the main process) it first asks the kernel to end the worker when the
+    main process dies.
     """
 
     def __init__(
@@ -380,6 +602,7 @@ class _CurriculumEnvCreator:
         self.score_fn = score_fn
         self.stats_interval = stats_interval
         self.stage_source = stage_source
+        self.main_pid = os.getpid()
         self._copy: Any = None
         self._copy_pid = -1
 
@@ -398,9 +621,11 @@ class _CurriculumEnvCreator:
         return self._copy
 
     def __call__(self, buf: Mapping[str, np.ndarray] | None = None, seed: int | None = 0) -> CurriculumEnv:
+        if os.getpid() != self.main_pid:
+            _end_with_parent(self.main_pid)
         curriculum = self._curriculum_here()
         env = self.env_creator(buf=buf, seed=seed)
-        return CurriculumEnv(
+        return _VectorCurriculumEnv(
             env,
             curriculum,
             seed=seed,
@@ -412,6 +637,27 @@ class _CurriculumEnvCreator:
         )
 
 
+_PR_SET_PDEATHSIG: Final = 1
+_ENDS_WITH_PARENT: set[int] = set()  # pids of the processes that already asked
+
+
+def _end_with_parent(parent_pid: int) -> None:
+    """In a worker forked by `parent_pid`: have the kernel send SIGTERM when the parent dies
+    (Linux), so a trainer killed by SIGKILL leaves no worker spinning forever."""
+    pid = os.getpid()
+    if pid in _ENDS_WITH_PARENT or sys.platform != "linux" or os.getppid() != parent_pid:
+        return
+    _ENDS_WITH_PARENT.add(pid)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent_pid:  # the parent died before the request took effect
+        os.kill(pid, signal.SIGTERM)
+
+
 def _backend_class(backend: Any) -> Any:
     classes = {name: getattr(pufferlib.vector, name) for name in BACKENDS}
     if isinstance(backend, str) and backend in classes:
@@ -419,6 +665,79 @@ def _backend_class(backend: Any) -> Any:
     if any(backend is cls for cls in classes.values()):
         return backend
     raise CurriculumConfigError(f"Expected `backend` to be one of {BACKENDS!r}, received {backend!r}")
+
+
+def physical_cores() -> int:
+    """Physical CPU cores, as pufferlib's Multiprocessing counts them for its worker limit."""
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+def default_num_workers(num_envs: int, *, batch_size: int | None = None, cores: int | None = None) -> int | None:
+    """The most worker processes that fit `cores` (default: the physical cores), divide
+    `num_envs` and, with `batch_size`, make every batch a whole number of workers; None if no
+    count does."""
+    cores = physical_cores() if cores is None else cores
+    batch = num_envs if batch_size is None else batch_size
+    fitting = [d for d in range(1, min(cores, num_envs) + 1)
+               if num_envs % d == 0 and batch % (num_envs // d) == 0]
+    return max(fitting) if fitting else None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def _check_vector_layout(multiprocess: bool, num_envs: int, num_workers: Any, vec_kwargs: Mapping[str, Any]) -> int | None:
+    """Refuse by name every layout pufferlib would refuse (or hang on); the worker count to use."""
+    for flag in ("zero_copy", "overwork"):
+        if flag in vec_kwargs and not isinstance(vec_kwargs[flag], bool):
+            raise CurriculumConfigError(f"Expected `{flag}` to be a bool, received {vec_kwargs[flag]!r}")
+    batch_size = vec_kwargs.get("batch_size")
+    if batch_size is not None and not (_is_count(batch_size) and 1 <= batch_size <= num_envs):
+        raise CurriculumConfigError(
+            f"Expected `batch_size` to be None or an integer in [1, num_envs={num_envs}], received {batch_size!r}"
+        )
+    if num_workers is not None and not (_is_count(num_workers) and 1 <= num_workers <= num_envs
+                                        and num_envs % num_workers == 0):
+        raise CurriculumConfigError(
+            f"Expected `num_workers` to be None or an integer in [1, num_envs={num_envs}] that divides num_envs, "
+            f"received {num_workers!r}"
+        )
+    if not multiprocess:
+        if batch_size not in (None, num_envs):
+            raise CurriculumConfigError(
+                f"Expected `batch_size` None or num_envs={num_envs} on Serial (one synchronous batch), received "
+                f"{batch_size!r}; smaller batches need backend='Multiprocessing'"
+            )
+        return None if num_workers is None else int(num_workers)
+    cores = physical_cores()
+    overwork = vec_kwargs.get("overwork", False)
+    if num_workers is None:
+        workers = default_num_workers(num_envs, batch_size=batch_size, cores=num_envs if overwork else cores)
+        if workers is None:
+            raise CurriculumConfigError(
+                f"Expected a `batch_size` that whole workers can serve with at most {cores} workers (the physical "
+                f"cores) over num_envs={num_envs}, received {batch_size}; pass num_workers= and overwork=True"
+            )
+    else:
+        workers = int(num_workers)
+    envs_per_worker = num_envs // workers
+    if batch_size is not None and batch_size % envs_per_worker:
+        raise CurriculumConfigError(
+            f"Expected `batch_size` to be a multiple of num_envs / num_workers = {envs_per_worker} (whole workers "
+            f"per batch), received {batch_size}"
+        )
+    if batch_size is not None and vec_kwargs.get("zero_copy", True) and num_envs % batch_size:
+        raise CurriculumConfigError(
+            f"Expected `batch_size` to divide num_envs={num_envs} with zero_copy=True (equal batches), received "
+            f"{batch_size}; pass zero_copy=False for uneven batches"
+        )
+    if workers > cores and not overwork:
+        raise CurriculumConfigError(
+            f"Expected `num_workers` at most the {cores} physical cores, received {workers}; pass overwork=True to "
+            "run more worker processes than cores"
+        )
+    return workers
 
 
 def make_curriculum_vecenv(
@@ -432,6 +751,7 @@ def make_curriculum_vecenv(
     seed: int = 0,
     score_fn: ScoreFn | None = None,
     stats_interval: int = DEFAULT_STATS_INTERVAL,
+    worker_timeout: float | None = None,
     **vec_kwargs: Any,
 ) -> CurriculumVecEnv:
     """`num_envs` copies of `env_creator(buf=..., seed=...)`, each in a `CurriculumEnv`, vectorized.
@@ -442,13 +762,20 @@ def make_curriculum_vecenv(
             (a local one is accepted on Serial); local, staged or uniform, for "centralized".
         backend: "Serial" or "Multiprocessing" (or the pufferlib class).
         tracking: "shared" or "centralized" (see the module docstring).
-        num_envs, num_workers, seed: as for `pufferlib.vector.make`; `num_workers` defaults
-            to `num_envs` on Multiprocessing.
+        num_envs: envs in the vector, in [1, `MAX_NUM_ENVS`].
+        num_workers: worker processes (Multiprocessing); must divide `num_envs`. Default
+            `default_num_workers(num_envs, batch_size=...)`: as many as fit the physical cores.
+        seed: integer >= 0; env i gets `seed + i` (and reseeds its process's curriculum handle).
         score_fn, stats_interval: passed to every `CurriculumEnv` (and the main recorder).
+        worker_timeout: seconds a live worker may take for one step or reset before
+            `WorkerProcessError` (Multiprocessing); None waits as long as it takes. A worker
+            that dies is reported within `WORKER_CHECK_PERIOD` either way.
         **vec_kwargs: `batch_size`, `zero_copy`, `overwork`, passed to pufferlib; anything
             else is refused by name.
 
-    The caller closes the returned vecenv, then the curriculum.
+    Every argument is checked before any process starts; a layout pufferlib would refuse is
+    refused with `CurriculumConfigError` naming the argument. The caller closes the returned
+    vecenv, then the curriculum.
     """
     unknown = sorted(set(vec_kwargs) - set(VEC_OPTIONS))
     if unknown:
@@ -457,13 +784,23 @@ def make_curriculum_vecenv(
             f"expected keyword arguments from {VEC_OPTIONS!r}"
         )
     backend_class = _backend_class(backend)
-    if tracking not in TRACKING_MODES:
+    if not (isinstance(tracking, str) and tracking in TRACKING_MODES):
         raise CurriculumConfigError(f"Expected `tracking` to be one of {TRACKING_MODES!r}, received {tracking!r}")
-    if isinstance(num_envs, bool) or not isinstance(num_envs, Integral) or num_envs < 1:
-        raise CurriculumConfigError(f"Expected `num_envs` to be an integer >= 1, received {num_envs!r}")
+    if not (_is_count(num_envs) and 1 <= num_envs <= MAX_NUM_ENVS):
+        raise CurriculumConfigError(
+            f"Expected `num_envs` to be an integer in [1, {MAX_NUM_ENVS}], received {num_envs!r}"
+        )
+    num_envs = int(num_envs)
     if not callable(env_creator):
         raise CurriculumConfigError(f"Expected `env_creator` to be callable, received {env_creator!r}")
+    if not (_is_count(seed) and seed >= 0):
+        raise CurriculumConfigError(f"Expected `seed` to be an integer >= 0, received {seed!r}")
+    if score_fn is not None and not callable(score_fn):
+        raise CurriculumConfigError(f"Expected `score_fn` to be callable or None, received {score_fn!r}")
+    stats_interval = _check_interval(stats_interval)
+    worker_timeout = _check_worker_timeout(worker_timeout)
     multiprocess = backend_class is pufferlib.vector.Multiprocessing
+    workers = _check_vector_layout(multiprocess, num_envs, num_workers, vec_kwargs)
     centralized = tracking == "centralized"
     broadcast: StageBroadcast | None = None
     if centralized:
@@ -484,11 +821,10 @@ def make_curriculum_vecenv(
         stage_source=broadcast,
     )
     kwargs = dict(vec_kwargs)
-    if multiprocess:
-        kwargs["num_workers"] = num_envs if num_workers is None else num_workers
-    elif num_workers is not None:
-        kwargs["num_workers"] = num_workers
-    vecenv = pufferlib.vector.make(creator, backend=backend_class, num_envs=num_envs, seed=seed, **kwargs)
+    if workers is not None:
+        kwargs["num_workers"] = workers
+    vecenv = pufferlib.vector.make(creator, backend=backend_class, num_envs=num_envs, seed=int(seed), **kwargs)
     if centralized:
-        return CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast, stats_interval=stats_interval)
-    return SharedCurriculumVecEnv(vecenv, curriculum)
+        return CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast, stats_interval=stats_interval,
+                                           worker_timeout=worker_timeout)
+    return SharedCurriculumVecEnv(vecenv, curriculum, worker_timeout=worker_timeout)

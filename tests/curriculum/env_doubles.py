@@ -8,6 +8,8 @@ see which task an episode really ran. Like the harness envs it never resets itse
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -202,7 +204,36 @@ class ScriptedFailuresEnv(FixedEpisodeEnv):
 
 
 class EnvFailure(RuntimeError):
-    """What `ScriptedFailuresEnv` raises."""
+    """What `ScriptedFailuresEnv` and `FaultyEnv` raise."""
+
+
+class FaultyEnv(FixedEpisodeEnv):
+    """FixedEpisodeEnv that raises `EnvFailure` at its `fail_at`-th call of `fail_in` ("step"
+    or "reset"; None never fails) and sleeps `step_delay` seconds in every step (so a test
+    can act while a worker is inside one)."""
+
+    def __init__(self, *, fail_in: str | None = None, fail_at: int = 1, step_delay: float = 0.0,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fail_in = fail_in
+        self.fail_at = fail_at
+        self.step_delay = step_delay
+        self.calls = {"step": 0, "reset": 0}
+
+    def _count(self, call: str) -> None:
+        self.calls[call] += 1
+        if self.fail_in == call and self.calls[call] == self.fail_at:
+            raise EnvFailure(f"{call} {self.fail_at} failed in pid {os.getpid()}")
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        self._count("reset")
+        return super().reset(seed)
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        self._count("step")
+        if self.step_delay:
+            time.sleep(self.step_delay)
+        return super().step(actions)
 
 
 class NoConfigEnv(pufferlib.PufferEnv):

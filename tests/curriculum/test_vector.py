@@ -6,6 +6,7 @@ has not reached, and the stage lag after an advancement is at most one vec step.
 
 from __future__ import annotations
 
+import multiprocessing
 import re
 from typing import Any
 
@@ -13,17 +14,20 @@ import numpy as np
 import pufferlib.vector
 import pytest
 
-from env_doubles import HARD, FixedEpisodeEnv, staged_config, two_label_config
+from env_doubles import HARD, FixedEpisodeEnv, ScriptedFailuresEnv, staged_config, two_label_config
 from curriculum import (
     CentralizedCurriculumVecEnv,
     CurriculumConfig,
     CurriculumConfigError,
+    EnvContractError,
+    EpisodeNotStartedError,
     LearningProgressConfig,
     SingleTaskGenerator,
     StageBroadcast,
     WorkerProcessError,
     make_curriculum_vecenv,
 )
+from curriculum.vector import default_num_workers, physical_cores
 from curriculum.stats import stat_key
 
 MP = pytest.mark.multiprocessing
@@ -134,8 +138,8 @@ def test_a_worker_that_dies_is_reported_not_awaited(make_curriculum: Any) -> Non
     curriculum = make_curriculum(two_label_config(easy=HARD), shared=True)
     vecenv = make_curriculum_vecenv(fixed_env, curriculum, backend="Multiprocessing", num_envs=2, num_workers=2,
                                     overwork=True, score_fn=lambda returns: 2.0)  # InvalidScoreError in the workers
-    pattern = (r"^Vectorized worker \d \(pid \d+\) exited with code 1 while the main process waited for its step; "
-               r"its traceback is on stderr$")
+    pattern = (r"^Vectorized worker \d \(pid \d+\) exited with code 1 during its step; its traceback, if any, is on "
+               r"stderr\. The vecenv closed itself and stopped every worker; build a new one to continue$")
     try:
         vecenv.reset()
         with pytest.raises(WorkerProcessError, match=pattern):
@@ -191,3 +195,134 @@ def test_centralized_staged_wrapper_needs_a_broadcast(make_curriculum: Any) -> N
                "workers never learn of a stage change")
     with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
         CentralizedCurriculumVecEnv(vecenv, make_curriculum(staged_config()))
+
+
+# ---- layouts, defaults and usage errors ---------------------------------------------------------
+@MP
+def test_the_default_worker_count_fits_the_physical_cores(make_curriculum: Any) -> None:
+    """num_workers=num_envs used to reach pufferlib's cores check, which fails with
+    "module 'pufferlib' has no attribute 'APIUsageError'" on a machine with fewer cores."""
+    curriculum = make_curriculum(two_label_config(), shared=True)
+    num_envs = 2 * physical_cores()
+    with make_curriculum_vecenv(fixed_env, curriculum, backend="Multiprocessing", num_envs=num_envs) as vecenv:
+        assert len(vecenv.vecenv.processes) == default_num_workers(num_envs) == physical_cores()
+        vecenv.reset()
+        vecenv.step(np.zeros(num_envs, dtype=np.int32))
+
+
+@pytest.mark.parametrize(("num_envs", "batch_size", "cores", "expected"), [
+    (4, None, 2, 2), (6, None, 4, 3), (4, 2, 2, 2), (8, 4, 2, 2), (8, 2, 2, None), (4, 1, 2, None), (4, 1, 4, 4), (1, None, 8, 1),
+    (12, 6, 4, 4),
+])
+def test_default_num_workers(num_envs: int, batch_size: int | None, cores: int, expected: int | None) -> None:
+    assert default_num_workers(num_envs, batch_size=batch_size, cores=cores) == expected
+
+
+def _cores_message() -> str:
+    cores = physical_cores()
+    return (f"Expected `num_workers` at most the {cores} physical cores, received {2 * cores}; pass overwork=True to "
+            "run more worker processes than cores")
+
+
+BAD_VECTOR_ARGUMENTS = [
+    ({"num_envs": 4, "num_workers": 3},
+     "Expected `num_workers` to be None or an integer in [1, num_envs=4] that divides num_envs, received 3"),
+    ({"num_envs": 4, "num_workers": 0},
+     "Expected `num_workers` to be None or an integer in [1, num_envs=4] that divides num_envs, received 0"),
+    ({"num_envs": 4, "num_workers": 2, "batch_size": 3},
+     "Expected `batch_size` to be a multiple of num_envs / num_workers = 2 (whole workers per batch), received 3"),
+    ({"num_envs": 4, "num_workers": 4, "batch_size": 3, "overwork": True},
+     "Expected `batch_size` to divide num_envs=4 with zero_copy=True (equal batches), received 3; pass "
+     "zero_copy=False for uneven batches"),
+    ({"num_envs": 4, "batch_size": 1, "num_workers": 2},
+     "Expected `batch_size` to be a multiple of num_envs / num_workers = 2 (whole workers per batch), received 1"),
+    ({"num_envs": 4, "batch_size": 0}, "Expected `batch_size` to be None or an integer in [1, num_envs=4], received 0"),
+    ({"num_envs": 4, "batch_size": 2.0},
+     "Expected `batch_size` to be None or an integer in [1, num_envs=4], received 2.0"),
+    ({"num_envs": 4, "zero_copy": "no"}, "Expected `zero_copy` to be a bool, received 'no'"),
+    ({"num_envs": 4, "overwork": 1}, "Expected `overwork` to be a bool, received 1"),
+    ({"num_envs": 0}, "Expected `num_envs` to be an integer in [1, 65536], received 0"),
+    ({"num_envs": 10**9}, "Expected `num_envs` to be an integer in [1, 65536], received 1000000000"),
+    ({"num_envs": 2, "seed": -1}, "Expected `seed` to be an integer >= 0, received -1"),
+    ({"num_envs": 2, "seed": None}, "Expected `seed` to be an integer >= 0, received None"),
+    ({"num_envs": 2, "worker_timeout": 0},
+     "Expected `worker_timeout` to be None or a finite number of seconds > 0, received 0"),
+    ({"num_envs": 2, "score_fn": 1.0}, "Expected `score_fn` to be callable or None, received 1.0"),
+    ({"num_envs": 2, "stats_interval": 0}, "Expected `stats_interval` to be an integer >= 1, received 0"),
+    ({"num_envs": 2, "tracking": None}, "Expected `tracking` to be one of ('shared', 'centralized'), received None"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "message"), BAD_VECTOR_ARGUMENTS, ids=[m[:60] for _, m in BAD_VECTOR_ARGUMENTS])
+def test_a_layout_pufferlib_would_refuse_is_refused_by_name_before_any_process_starts(make_curriculum: Any,
+                                                                                     kwargs: dict, message: str) -> None:
+    curriculum = make_curriculum(two_label_config(), shared=True)
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, curriculum, backend="Multiprocessing", **kwargs)
+    assert multiprocessing.active_children() == []
+
+
+def test_more_workers_than_cores_need_overwork(make_curriculum: Any) -> None:
+    curriculum = make_curriculum(two_label_config(), shared=True)
+    cores = physical_cores()
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(_cores_message())}$"):
+        make_curriculum_vecenv(fixed_env, curriculum, backend="Multiprocessing", num_envs=2 * cores,
+                               num_workers=2 * cores)
+    message = ("Expected a `batch_size` that whole workers can serve with at most "
+               f"{cores} workers (the physical cores) over num_envs={2 * cores}, received 1; pass num_workers= and "
+               "overwork=True")
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, curriculum, backend="Multiprocessing", num_envs=2 * cores, batch_size=1)
+
+
+def test_serial_takes_only_one_synchronous_batch(make_curriculum: Any) -> None:
+    message = ("Expected `batch_size` None or num_envs=4 on Serial (one synchronous batch), received 2; smaller "
+               "batches need backend='Multiprocessing'")
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, make_curriculum(two_label_config()), num_envs=4, batch_size=2)
+
+
+@pytest.mark.parametrize(("backend", "tracking"), DESIGNS)
+def test_stepping_before_the_reset_and_after_close_is_refused_by_name(make_curriculum: Any, backend: str,
+                                                                     tracking: str) -> None:
+    """pufferlib's own refusal surfaced as "module 'pufferlib' has no attribute 'APIUsageError'"."""
+    curriculum = make_curriculum(two_label_config(), shared=tracking == "shared")
+    vecenv = make_curriculum_vecenv(fixed_env, curriculum, backend=backend, tracking=tracking, num_envs=NUM_ENVS,
+                                    **vec_options(backend))
+    actions = np.zeros(NUM_ENVS, dtype=np.int32)
+    with vecenv:
+        message = "The vecenv was stepped before its reset; call reset() (or async_reset() and recv()) first"
+        with pytest.raises(EpisodeNotStartedError, match=f"^{re.escape(message)}$"):
+            vecenv.step(actions)
+        message = "recv() called with nothing to receive; call async_reset() or send() first"
+        with pytest.raises(EpisodeNotStartedError, match=f"^{re.escape(message)}$"):
+            vecenv.recv()
+        vecenv.reset()
+        message = (f"Expected actions in the vecenv's action space {vecenv.action_space}, received an array of shape "
+                   "(3,) and dtype int32")
+        with pytest.raises(EnvContractError, match=f"^{re.escape(message)}$"):
+            vecenv.step(np.zeros(3, dtype=np.int32))
+        vecenv.step(actions)
+    message = "The vecenv is closed and its workers are stopped; build a new one"
+    with pytest.raises(WorkerProcessError, match=f"^{re.escape(message)}$"):
+        vecenv.step(actions)
+    assert all(process.exitcode is not None for process in getattr(vecenv.vecenv, "processes", ()))
+
+
+@MP
+def test_a_centralized_completion_from_an_env_with_dict_infos_reaches_the_main_process(make_curriculum: Any) -> None:
+    """With one env per worker pufferlib extends the step's infos with what the worker sent, so a
+    dict would arrive as its keys, the completion lost."""
+    curriculum = make_curriculum(staged_config(num_stages=2, min_episodes=1000))
+
+    def dict_info_env(buf: Any = None, seed: int = 0) -> ScriptedFailuresEnv:
+        return ScriptedFailuresEnv(buf=buf, seed=seed, dict_infos=True)
+
+    with make_curriculum_vecenv(dict_info_env, curriculum, backend="Multiprocessing", tracking="centralized",
+                                num_envs=2, num_workers=2) as vecenv:
+        vecenv.reset()
+        ended = []
+        for _ in range(8):
+            ended += [info for info in vecenv.step(np.zeros(2, dtype=np.int32))[4] if stat_key("episodes") in info]
+    assert len(ended) == 4 and all(info["fixed_episode"]["length"] == 4 for info in ended)
+    assert vecenv.completions == curriculum.tracker.total_completions == 4
