@@ -821,6 +821,8 @@ def make_curriculum_vecenv(
         stage_source=broadcast,
     )
     kwargs = dict(vec_kwargs)
+    if not multiprocess:  # Serial would take batch_size as its number of envs (None included)
+        kwargs.pop("batch_size", None)
     if workers is not None:
         kwargs["num_workers"] = workers
     vecenv = pufferlib.vector.make(creator, backend=backend_class, num_envs=num_envs, seed=int(seed), **kwargs)

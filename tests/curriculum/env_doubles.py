@@ -236,6 +236,43 @@ class FaultyEnv(FixedEpisodeEnv):
         return super().step(actions)
 
 
+class FixedGymEnv(gymnasium.Env):
+    """Single-agent gymnasium env: `reward_per_step` for `episode_length` steps; the config
+    (set through `set_env_config`, applied at reset) is echoed in the observation."""
+
+    observation_space = gymnasium.spaces.Box(low=-np.inf, high=np.inf, shape=(3,), dtype=np.float32)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] = {"reward_per_step": 0.125, "episode_length": 4, "tag": 0, "end": "terminal"}
+        self._pending: dict[str, Any] | None = None
+        self._step = 0
+        self.configs_at_reset: list[dict[str, Any]] = []
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        self._pending = dict(env_cfg)
+
+    def _obs(self) -> np.ndarray:
+        return np.array([self.config["episode_length"], self.config["tag"], self._step], dtype=np.float32)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        if self._pending is not None:
+            self.config = {"end": "terminal", **self._pending}
+            self._pending = None
+        self.configs_at_reset.append(dict(self.config))
+        self._step = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._step += 1
+        done = self._step >= self.config["episode_length"]
+        end = self.config["end"]
+        info: dict[str, Any] = {"truncated_by_desync": True} if done and end == "desync" else {}
+        terminated = done and end == "terminal"
+        return self._obs(), self.config["reward_per_step"], terminated, done and not terminated, info
+
+
 class NoConfigEnv(pufferlib.PufferEnv):
     """A PufferEnv without `set_env_config`."""
 

@@ -326,3 +326,14 @@ def test_a_centralized_completion_from_an_env_with_dict_infos_reaches_the_main_p
             ended += [info for info in vecenv.step(np.zeros(2, dtype=np.int32))[4] if stat_key("episodes") in info]
     assert len(ended) == 4 and all(info["fixed_episode"]["length"] == 4 for info in ended)
     assert vecenv.completions == curriculum.tracker.total_completions == 4
+
+
+@pytest.mark.parametrize("batch_size", [None, NUM_ENVS])
+def test_serial_accepts_the_default_and_the_full_batch(make_curriculum: Any, batch_size: int | None) -> None:
+    """pufferlib's Serial takes `batch_size` as its number of envs, so batch_size=None used to
+    fail inside pufferlib with a TypeError (found by tests/faults/test_input_faults.py)."""
+    with make_curriculum_vecenv(fixed_env, make_curriculum(two_label_config()), num_envs=NUM_ENVS,
+                                batch_size=batch_size) as vecenv:
+        assert vecenv.num_envs == NUM_ENVS
+        vecenv.reset()
+        assert len(vecenv.step(np.zeros(NUM_ENVS, dtype=np.int32))[1]) == NUM_ENVS
