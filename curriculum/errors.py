@@ -61,8 +61,10 @@ class AgentCountError(CurriculumError, ValueError):
 
 
 class EpisodeNotStartedError(CurriculumError, RuntimeError):
-    """A curriculum env was stepped before its first `reset()`."""
+    """A curriculum env (or vecenv) was stepped before its `reset()`, or after an episode end
+    or reset that failed."""
 
 
 class WorkerProcessError(CurriculumError, RuntimeError):
-    """A vectorized worker process died while the main process waited for its step."""
+    """A vectorized worker process died (or hung past `worker_timeout`); the vecenv closed
+    itself and refuses every later call, as does a vecenv closed by its owner."""
