@@ -134,6 +134,8 @@ class DesyncLimits:
     min_legacy_spread: float = 0.10
     """The same with the legacy mode (first lengths uniform in [max_steps/2, max_steps];
     expected ~0.39)."""
+    time_limit_steps: int = 300
+    """Vec steps of the time-limit run (episodes of 2-5 steps ending in three ways)."""
     min_reward_rate_ratio: float = 0.70
     """Reward per step over the first two episode lengths with the desync mode in use (legacy,
     full first episodes), divided by the same with no desync (30 seeds: mean 0.85, worst 0.80;
