@@ -17,12 +17,26 @@ from curriculum import Curriculum, CurriculumConfig, CurriculumEnv, LearningProg
 from curriculum.algorithms import LearningProgressAlgorithm, StagedProgressionAlgorithm
 from curriculum.algorithms.staged import STAGE_COUNTERS
 
-__all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
-           "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
-           "make_unlocked_shared_curriculum", "make_lock_leaking_curriculum", "DesyncBlindCurriculumEnv", "TimeLimitAsDesyncCurriculumEnv",
-           "make_per_worker_copy_curriculum", "LateConfigCurriculumEnv", "RunningTotalCurriculumEnv",
-           "make_decline_blind_lp", "make_late_advancing_staged", "make_regression_blind_staged",
-           "DEGRADATIONS"]
+__all__ = [
+    "CANARIES",
+    "DEGRADATIONS",
+    "make_noise_rewarding_lp",
+    "make_dropped_updates_curriculum",
+    "make_inverted_eviction_curriculum",
+    "make_lossy_checkpoint_curriculum",
+    "make_unlocked_shared_curriculum",
+    "make_lock_leaking_curriculum",
+    "make_per_worker_copy_curriculum",
+    "make_shared_stream_curriculum",
+    "make_decline_blind_lp",
+    "make_late_advancing_staged",
+    "make_regression_blind_staged",
+    "DesyncBlindCurriculumEnv",
+    "TimeLimitAsDesyncCurriculumEnv",
+    "FirstAgentScoreCurriculumEnv",
+    "LateConfigCurriculumEnv",
+    "RunningTotalCurriculumEnv",
+]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -179,6 +193,28 @@ def make_per_worker_copy_curriculum(config: CurriculumConfig, *, shared_memory: 
     curriculum = _PerWorkerCopyCurriculum(config)
     curriculum.claims_shared = shared_memory
     return curriculum
+
+
+class _SharedStreamCurriculum(Curriculum):
+    """Bug (seeds/003): `reseed` keeps the stream the process inherited, so every forked worker
+    draws the same task sequence."""
+
+    def reseed(self, seed: int) -> None:
+        self._refresh()
+
+
+def make_shared_stream_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
+                                  lock_timeout: float | None = None) -> Curriculum:
+    """Canary of the worker-streams scenario: worker processes share one sampling stream."""
+    return _SharedStreamCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
+
+
+class FirstAgentScoreCurriculumEnv(CurriculumEnv):
+    """Canary of the multi-agent scenario: the episode is scored by agent 0's return alone."""
+
+    def __init__(self, env: Any, curriculum: Any, **kwargs: Any) -> None:
+        kwargs["score_fn"] = lambda returns: float(returns[0])
+        super().__init__(env, curriculum, **kwargs)
 
 
 class LateConfigCurriculumEnv(CurriculumEnv):
