@@ -182,6 +182,8 @@ class StagedLimits:
     epoch_length: int = 250
     num_envs: int = 4
     """Envs of the Serial run."""
+    previous_stage_mix: float = 0.25
+    """Share of the pool the mixed run gives to the previous stage's tasks."""
     min_advancements: int = 3
     """The runs must exercise the rule (seeds 0-4, direct runner: 8-12 advancements)."""
     min_regressions: int = 2
