@@ -337,6 +337,7 @@ class _EpisodeAccounting:
         self._staged = getattr(curriculum, "stage", None) is not None
         self._seen_version: int | None = None
         self._stage_changes = 0
+        self.settled_entries: dict[str, Any] | None = None
         score_range = getattr(getattr(curriculum, "config", None), "score_range", None)
         self._score_low, self._score_high = score_range if score_range is not None else (-np.inf, np.inf)
 
@@ -412,9 +413,16 @@ class _EpisodeAccounting:
         return task
 
     def end_episode(self, task: Any, episode_returns: np.ndarray, *, desync: bool) -> tuple[Any, dict[str, Any]]:
-        """`settle` the episode of `task`, then draw the next task: (next task, info entries)."""
+        """`settle` the episode of `task`, then draw the next task: (next task, info entries).
+
+        While the draw runs, `settled_entries` holds the settled episode's entries, so a
+        wrapper can still return them if the draw raises.
+        """
         entries = self.settle(task, episode_returns, desync=desync)
-        return self.draw_next_task(entries), entries
+        self.settled_entries = entries
+        next_task = self.draw_next_task(entries)
+        self.settled_entries = None
+        return next_task, entries
 
 
 def _real_or_none(value: Any) -> float | None:
@@ -902,6 +910,13 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
         self._phase = phase
         self._not_started = not_started
 
+    def _keep_ended_episode(self, task: Any, infos: Any, entries: dict[str, Any]) -> None:
+        """Hold a settled episode's infos for `reset()` until the auto-reset succeeds."""
+        self._pending_infos = (infos, entries)
+        self._not_started = (f"CurriculumEnv.step() called after the auto-reset that follows the episode of task "
+                             f"{task.task_id} ({task.label!r}) failed; call reset(), which also returns that "
+                             "episode's infos")
+
     def _finish_episode(self, result: StepResult, *, desync: bool) -> StepResult:
         """Settle the ended episode, draw the next task and auto-reset the env onto it."""
         obs, rewards, terminals, truncations, infos = result
@@ -912,12 +927,16 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
         # From here on the episode is over: nothing of it may reach the next one, whatever raises.
         self._clear_episode(_NOT_STARTED, f"CurriculumEnv.step() called after the end of the episode of task "
                                           f"{task.task_id} ({task.label!r}) failed; call reset()")
-        entries = self._accounting.settle(task, returns, desync=desync)
-        self._pending_infos = (infos, entries)
-        self._not_started = (f"CurriculumEnv.step() called after the auto-reset that follows the episode of task "
-                             f"{task.task_id} ({task.label!r}) failed; call reset(), which also returns that "
-                             "episode's infos")
-        self._pending_task = next_task = self._accounting.draw_next_task(entries)
+        accounting = self._accounting
+        accounting.settled_entries = None
+        try:
+            next_task, entries = accounting.end_episode(task, returns, desync=desync)
+        except BaseException:
+            if accounting.settled_entries is not None:  # settled, then the draw failed
+                self._keep_ended_episode(task, infos, accounting.settled_entries)
+            raise
+        self._keep_ended_episode(task, infos, entries)
+        self._pending_task = next_task
         self._set_env_config(next_task.env_cfg)
         obs, reset_infos = self._env_reset()
         self._check_buffers_in_place()

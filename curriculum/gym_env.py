@@ -110,9 +110,12 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
         if terminated or truncated:
             self._running = False
             desync = bool(truncated) and is_desync_truncation(self.env.unwrapped, info)
-            entries = self._accounting.settle(self._task, np.array([self._return]), desync=desync)
-            self._pending_entries = entries
-            self._next_task = self._accounting.draw_next_task(entries)
-            self._pending_entries = None
+            accounting = self._accounting
+            accounting.settled_entries = None
+            try:
+                self._next_task, entries = accounting.end_episode(self._task, np.array([self._return]), desync=desync)
+            except BaseException:
+                self._pending_entries = accounting.settled_entries  # settled, then the draw failed (else None)
+                raise
             info = {**info, **entries}
         return obs, reward, terminated, truncated, info
