@@ -62,6 +62,7 @@ in `CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast)`.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import multiprocessing
@@ -72,7 +73,7 @@ import pickle
 import signal
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from numbers import Integral, Real
 from typing import Any, Final, Protocol
 
@@ -275,10 +276,13 @@ class SharedCurriculumVecEnv:
     # ---- vecenv interface --------------------------------------------------------------------
     def async_reset(self, seed: int | None = 0) -> None:
         self._check_usable()
-        if self._processes:
-            self._await(_workers_idle)  # pufferlib's reset drains running steps first
-            self._running = ["reset"] * len(self._processes)
-        self.vecenv.async_reset(seed)
+        if not self._processes:
+            self.vecenv.async_reset(seed)
+            return
+        self._await(_workers_idle)  # pufferlib's reset drains running steps first
+        self._running = ["reset"] * len(self._processes)
+        with self._pipes_of_dead_workers():
+            self.vecenv.async_reset(seed)
 
     def send(self, actions: Any) -> None:
         self._check_usable()
@@ -306,7 +310,10 @@ class SharedCurriculumVecEnv:
             raise EpisodeNotStartedError("recv() called with nothing to receive; call async_reset() or send() first")
         if self._processes:
             self._await(_batch_ready)
-        result = self.vecenv.recv()
+            with self._pipes_of_dead_workers():
+                result = self.vecenv.recv()
+        else:
+            result = self.vecenv.recv()
         self._on_infos(result[4])
         return result
 
@@ -363,6 +370,17 @@ class SharedCurriculumVecEnv:
                 self._fail_stuck()
             os.sched_yield()  # leave the core to a worker on a crowded machine
             now = time.monotonic()
+
+    @contextlib.contextmanager
+    def _pipes_of_dead_workers(self) -> Iterator[None]:
+        """A worker killed between flagging its infos and sending them leaves pufferlib's pipe
+        read with EOF: report the worker, not the pipe."""
+        try:
+            yield
+        except (EOFError, OSError):
+            multiprocessing.connection.wait(self._sentinels, timeout=1.0)
+            self._check_workers_alive()
+            raise
 
     def _check_workers_alive(self) -> None:
         ended = multiprocessing.connection.wait(self._sentinels, timeout=0)

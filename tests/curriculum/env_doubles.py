@@ -209,8 +209,9 @@ class EnvFailure(RuntimeError):
 
 class FaultyEnv(FixedEpisodeEnv):
     """FixedEpisodeEnv that raises `EnvFailure` at its `fail_at`-th call of `fail_in` ("step"
-    or "reset"; None never fails) and sleeps `step_delay` seconds in every step (so a test
-    can act while a worker is inside one)."""
+    or "reset"; None never fails), or with `fail_in="info"` returns an info a vector worker
+    cannot send (it holds a lambda) from that step; sleeps `step_delay` seconds in every step
+    (so a test can act while a worker is inside one)."""
 
     def __init__(self, *, fail_in: str | None = None, fail_at: int = 1, step_delay: float = 0.0,
                  **kwargs: Any) -> None:
@@ -233,7 +234,10 @@ class FaultyEnv(FixedEpisodeEnv):
         self._count("step")
         if self.step_delay:
             time.sleep(self.step_delay)
-        return super().step(actions)
+        obs, rewards, terminals, truncations, infos = super().step(actions)
+        if self.fail_in == "info" and self.calls["step"] == self.fail_at:
+            infos = [*infos, {"unsendable": lambda: None}]
+        return obs, rewards, terminals, truncations, infos
 
 
 class FixedGymEnv(gymnasium.Env):

@@ -164,8 +164,8 @@ def test_a_worker_killed_after_a_reset_is_reported(curriculum: Curriculum, mode:
     fault_figure(f"vector_sigkill_after_reset_{mode}_s", latency, "s from the SIGKILL to WorkerProcessError")
 
 
-@pytest.mark.parametrize(("fail_in", "fail_at"), [("step", 3), ("reset", 1), ("reset", 2)],
-                         ids=["in-a-step", "in-the-first-reset", "in-an-auto-reset"])
+@pytest.mark.parametrize(("fail_in", "fail_at"), [("step", 3), ("reset", 1), ("reset", 2), ("info", 2)],
+                         ids=["in-a-step", "in-the-first-reset", "in-an-auto-reset", "sending-its-infos"])
 @pytest.mark.parametrize("mode", MODES)
 def test_an_env_that_raises_in_a_worker_is_reported(curriculum: Curriculum, mode: str, fail_in: str, fail_at: int,
                                                     fault_figure: Any, capfd: Any) -> None:
@@ -183,10 +183,12 @@ def test_an_env_that_raises_in_a_worker_is_reported(curriculum: Curriculum, mode
         latency = time.monotonic() - started
         match = WORKER_ERROR.match(str(raised))
         assert match and match.group(3) == "exited with code 1", raised
-        assert match.group(1) == str(worker_of_fault_seed(vecenv)) and match.group(4) == "during"
+        assert match.group(1) == str(worker_of_fault_seed(vecenv))
+        assert match.group(4) == ("after" if fail_in == "info" else "during")  # its step done, its infos not sent
         assert match.group(5) == ("reset" if (fail_in, fail_at) == ("reset", 1) else "step")  # an auto-reset is in a step
         assert_closed_and_refusing(vecenv, raised)
-    assert f"EnvFailure: {fail_in} {fail_at} failed in pid {match.group(2)}" in capfd.readouterr().err
+    expected = ("Can't pickle" if fail_in == "info" else f"EnvFailure: {fail_in} {fail_at} failed in pid {match.group(2)}")
+    assert expected in capfd.readouterr().err
     if (fail_in, fail_at) == ("reset", 1):
         fault_figure(f"vector_raise_in_first_reset_{mode}_s", latency, "s from the reset() call to WorkerProcessError")
 
