@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 import numpy as np
+import pufferlib
 import pufferlib.vector
 import pytest
 
@@ -337,3 +338,10 @@ def test_serial_accepts_the_default_and_the_full_batch(make_curriculum: Any, bat
         assert vecenv.num_envs == NUM_ENVS
         vecenv.reset()
         assert len(vecenv.step(np.zeros(NUM_ENVS, dtype=np.int32))[1]) == NUM_ENVS
+
+
+def test_pufferlib_usage_errors_keep_their_own_message() -> None:
+    """pufferlib-core 3.0.7 raises `pufferlib.APIUsageError` without exporting it; with
+    curriculum.vector imported its messages come through instead of an AttributeError."""
+    with pytest.raises(pufferlib.APIUsageError, match="^num_envs must be divisible by num_workers$"):
+        pufferlib.vector.make(fixed_env, backend=pufferlib.vector.Serial, num_envs=2, num_workers=3)
