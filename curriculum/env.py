@@ -203,9 +203,10 @@ class CompletionRecorder:
     the first), the pool-wide `curriculum.stats()`.
 
     The algorithm score of a task is read from the last pool report: `task_scores()` matched to
-    task ids through `active_tasks()` (same order), so any id scheme works. A task that was not
-    in the pool at that report, or a curriculum without those methods, gets its label's score
-    from the report's `per_label_lp_scores`.
+    task ids through `active_tasks()` (same order; a curriculum with a `tracker` lends its
+    `task_ids` array instead, the same ids without building a task per slot), so any id scheme
+    works. A task that was not in the pool at that report, or a curriculum without those
+    methods, gets its label's score from the report's `per_label_lp_scores`.
     """
 
     def __init__(self, curriculum: Any, *, stats_interval: int = DEFAULT_STATS_INTERVAL) -> None:
@@ -216,10 +217,10 @@ class CompletionRecorder:
         self.late_completions = 0
         """Of those, the ones the curriculum refused as late."""
         self._record = curriculum.update_task_performance
-        task_scores = getattr(curriculum, "task_scores", None)
-        active_tasks = getattr(curriculum, "active_tasks", None)
-        self._pool_scores = (task_scores, active_tasks) if callable(task_scores) and callable(active_tasks) else None
-        self._task_scores: dict[Any, float] = {}
+        self._pool_scores = _pool_scores(curriculum)
+        self._report_ids: list[Any] = []  # task ids at the last pool report, in task_scores() order
+        self._report_scores: list[float] = []
+        self._report_by_id: dict[Any, float] | None = None  # built on the first lookup the order misses
         self._label_scores: Mapping[str, float] = {}
         self._lp_ema: dict[str, float] = {}
         self._label_keys: dict[str, tuple[str, str]] = {}
@@ -250,17 +251,41 @@ class CompletionRecorder:
         prefix = stat_key(POOL_STAT_RENAMES[PER_LABEL_LP_SCORES]) + "/"
         self._label_scores = {k[len(prefix):]: v for k, v in entries.items() if k.startswith(prefix)}
         if self._pool_scores is not None:
-            task_scores, active_tasks = self._pool_scores
+            task_scores, task_ids = self._pool_scores
             scores = np.asarray(task_scores(), dtype=np.float64).reshape(-1).tolist()
-            task_ids = [task.task_id for task in active_tasks()]
-            self._task_scores = dict(zip(task_ids, scores)) if len(task_ids) == len(scores) else {}
+            ids = task_ids()
+            self._report_ids, self._report_scores = (ids, scores) if len(ids) == len(scores) else ([], [])
+            self._report_by_id = None
         return entries
 
     def _lp_score(self, task_id: int, label: str) -> float | None:
-        value = self._task_scores.get(task_id)
-        if value is None:
-            value = self._label_scores.get(label)
+        ids = self._report_ids
+        if ids:
+            if type(task_id) is int:  # the built-in scheme puts task g * n + s at position s: try it first
+                position = task_id % len(ids)
+                if ids[position] == task_id:
+                    return self._report_scores[position]
+            by_id = self._report_by_id
+            if by_id is None:
+                by_id = self._report_by_id = dict(zip(ids, self._report_scores))
+            value = by_id.get(task_id)
+            if value is not None:
+                return value
+        value = self._label_scores.get(label)
         return None if value is None else float(value)
+
+
+def _pool_scores(curriculum: Any) -> tuple[Callable[[], Any], Callable[[], list[Any]]] | None:
+    """(task scores, task ids in the same order) readers of a curriculum, or None without them."""
+    task_scores = getattr(curriculum, "task_scores", None)
+    if not callable(task_scores):
+        return None
+    if isinstance(getattr(getattr(curriculum, "tracker", None), "task_ids", None), np.ndarray):
+        return task_scores, lambda: curriculum.tracker.task_ids.tolist()  # looked up now: never a stale view
+    active_tasks = getattr(curriculum, "active_tasks", None)
+    if not callable(active_tasks):
+        return None
+    return task_scores, lambda: [task.task_id for task in active_tasks()]
 
 
 def _holds_desync_flag(info: Any) -> bool:
