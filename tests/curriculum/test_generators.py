@@ -259,7 +259,7 @@ def test_value_labels_change_the_description() -> None:
 def test_value_labels_give_per_difficulty_metrics() -> None:
     from curriculum import Curriculum, CurriculumConfig, UniformConfig
 
-    generator = BucketedTaskGenerator({}, {"width": [10, 20, 40]}, value_labels={"width": WIDTHS}, seed=1)
+    generator = BucketedTaskGenerator({}, {"width": [10, 20, 40]}, value_labels={"width": WIDTHS}, seed=0)
     scores: dict[str, list[float]] = {}
     with Curriculum(CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12)) as c:
         for _ in range(300):
