@@ -633,8 +633,10 @@ def _gate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
             junitxml=junitxml, margins=margins, learners=args.learners, extra=args.pytest_args,
         )
         print("$ " + " ".join(command), file=sys.stderr, flush=True)
+        # Hypothesis keeps its example database in the scratch folder, not in the caller's directory
+        env = {**os.environ, "HYPOTHESIS_STORAGE_DIRECTORY": str(Path(scratch) / "hypothesis")}
         started = time.perf_counter()
-        code = subprocess.run(command).returncode
+        code = subprocess.run(command, env=env).returncode
         elapsed = time.perf_counter() - started
         if code == pytest_exit_codes()["USAGE_ERROR"]:
             print(f"{_PROG} gate: error: pytest refused the arguments (its message is above)", file=sys.stderr)
