@@ -490,6 +490,8 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                      "use --tracking shared")
     if args.workers is not None and args.envs % args.workers:
         parser.error(f"argument --workers: expected a divisor of --envs {args.envs}, received {args.workers}")
+    if args.plot:
+        _require_gate_extra(parser, "matplotlib", "argument --plot")
     out = args.out if args.out is not None else Path("runs") / default_run_name(args)
     _prepare_output_dir(parser, "--out", out, overwrite=args.overwrite)
 
@@ -598,13 +600,18 @@ def _summary(args: argparse.Namespace, space: Any, result: Any, elapsed: float, 
 
 
 # ---------------------------------------------------------------------------------- gate
-def _gate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from harness import gate
+def _require_gate_extra(parser: argparse.ArgumentParser, module: str, what: str) -> None:
+    """A usage error naming the `[gate]` extra when `module` (one of its dependencies) is missing."""
     from harness.golden import PROJECT_NAME
 
-    if importlib.util.find_spec("pytest") is None:
-        parser.error("needs pytest and the other gate dependencies; expected them installed: "
-                     f"pip install '{PROJECT_NAME}[gate]'")
+    if importlib.util.find_spec(module) is None:
+        parser.error(f"{what} needs {module}, which comes with the gate extra: pip install '{PROJECT_NAME}[gate]'")
+
+
+def _gate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from harness import gate
+
+    _require_gate_extra(parser, "pytest", "the gate")
     if args.seeds is not None and args.base_seed is not None:
         parser.error(f"argument --base-seed: a sweep (--seeds {args.seeds}) runs base seeds 0..{args.seeds - 1}; "
                      f"expected one of --seeds and --base-seed, received both")
@@ -681,6 +688,9 @@ def _run_scenario(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
                      f" (from {directory})")
     if args.plot and args.out is None:
         parser.error("argument --plot: needs --out DIR to write the plots into")
+    _require_gate_extra(parser, "pytest", "`run`")
+    if args.plot:
+        _require_gate_extra(parser, "matplotlib", "argument --plot")
     env = dict(os.environ)
     metrics_dir = junitxml = None
     if args.out is not None:

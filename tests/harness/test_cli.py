@@ -338,3 +338,21 @@ def test_cleanup_reports_what_it_removed_or_that_it_cannot(capsys: pytest.Captur
     else:
         assert code == 0
         assert captured.out.startswith("removed ")
+
+
+@pytest.mark.parametrize(("argv", "module", "message"), [
+    (["gate"], "pytest", "curriculum-harness gate: error: the gate needs pytest, which comes with the gate extra: "
+                         "pip install 'curriculum-harness[gate]'"),
+    (["simulate", "--epochs", "1"], "matplotlib",
+     "curriculum-harness simulate: error: argument --plot needs matplotlib, which comes with the gate extra: "
+     "pip install 'curriculum-harness[gate]'"),
+])
+def test_commands_name_the_gate_extra_when_its_dependencies_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], module: str,
+    message: str,
+) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else find_spec(name, *a))
+    assert usage_error(capsys, [*argv, *(["--out", str(tmp_path / "run")] if argv[0] == "simulate" else [])]) == message
