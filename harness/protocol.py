@@ -224,6 +224,9 @@ def _per_label_lp(subject: _Subject) -> tuple[bool | None, str]:
     return True, ""
 
 
+_POOL_TASK_ATTRIBUTES: Final = ("task_id", "env_cfg", "label", "num_completions", "mean_score")
+
+
 def _pool(subject: _Subject) -> tuple[bool | None, str]:
     present, detail = _methods("active_tasks")(subject)
     if not present:
@@ -231,6 +234,13 @@ def _pool(subject: _Subject) -> tuple[bool | None, str]:
     size = getattr(subject.curriculum, "num_active_tasks", None)
     if isinstance(size, bool) or not isinstance(size, int):
         return False, f"num_active_tasks is {size!r}, expected an int"
+    if subject.exercise:
+        tasks = list(subject.curriculum.active_tasks())
+        lacking = sorted({a for task in tasks for a in _POOL_TASK_ATTRIBUTES if not hasattr(task, a)})
+        if lacking:
+            return False, f"active_tasks() returns tasks without {', '.join(lacking)}"
+        if len(tasks) != size:
+            return False, f"active_tasks() returns {len(tasks)} tasks, num_active_tasks is {size}"
     return True, ""
 
 

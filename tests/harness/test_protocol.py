@@ -223,7 +223,12 @@ def test_readiness_of_the_external_curriculum_names_what_each_skipped_suite_lack
     assert {name for name, r in readiness.items() if not r.runs} == {
         "eviction_health", "shared_tracker_locking", "stage_sync"}
     assert readiness["eviction_health"].skips_because == (
-        "needs task_scores() (ranks an evicted task's score among the eligible tasks'); lacks task_scores()",)
+        "needs active_tasks(), num_active_tasks (watches which tasks leave the pool); active_tasks() returns tasks "
+        "without mean_score, num_completions",
+        "needs task_scores() (ranks an evicted task's score among the eligible tasks'); lacks task_scores()")
+    assert readiness["desync_truncation"].runs and readiness["desync_truncation"].leaves_out == (
+        "without active_tasks(), num_active_tasks: the lowest mean score of a recorded task (a partial episode "
+        "would lower it)",)
     assert readiness["shared_tracker_locking"].skips_because == (
         "needs factory(config, shared_memory=True[, lock_timeout=s]) (writers in forked processes share one "
         "tracker); the factory takes no `shared_memory` keyword",)
@@ -234,7 +239,7 @@ def test_readiness_of_the_external_curriculum_names_what_each_skipped_suite_lack
     assert readiness["impossible_tasks"].runs and readiness["impossible_tasks"].leaves_out[0].startswith(
         "without stats()['per_label_lp_scores']: the learnable-vs-impossible learning-progress gap checks")
     text = printed.getvalue()
-    assert re.search(r"^  eviction_health +skips +needs task_scores\(\)", text, re.MULTILINE), text
+    assert re.search(r"^  eviction_health +skips +needs active_tasks\(\), num_active_tasks", text, re.MULTILINE), text
     assert text.splitlines()[-1].startswith(f"{len(SUITES) - 3} of {len(SUITES)} suites run")
 
 
