@@ -33,6 +33,7 @@ Mismatches name the metric, the oracle's value, the reported value, where, and t
 from __future__ import annotations
 
 import math
+import pickle
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -514,7 +515,10 @@ def _pool_entries(stats: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _same_numbers(report: Mapping[str, Any], entries: Mapping[str, Any], tolerance: float) -> bool:
-    if set(report) != {k for k, v in entries.items() if _number(v) is not None}:
+    """Whether a pool report holds exactly the numbers of a `stats()` result (keys that share a
+    name with per-episode entries, like `stage`, are left out on both sides)."""
+    numbers = {k for k, v in entries.items() if _number(v) is not None and k.split("/", 1)[0] not in _EPISODE_PARTS}
+    if set(report) != numbers:
         return False
     return all(_close(_number(report[k]), _number(entries[k]), tolerance=tolerance) for k in report)
 
@@ -582,6 +586,8 @@ class WatchedCurriculum:
 
     def update_task_performance(self, task_id: Any, score: float) -> Any:
         in_pool = None if self.pool is None else task_id in self.pool
+        # the label of a task handed out here, else (a worker copy handed it out) of the pool's task
+        label = getattr(self.pool[task_id], "label", None) if in_pool else self.identity.get(task_id, (None,))[0]
         stage_before = self.inner.stage if self.staged is not None else None
         result = self.inner.update_task_performance(task_id, score)  # refused input raises: nothing to log
         oracle = self.oracle
@@ -597,7 +603,6 @@ class WatchedCurriculum:
             self.total += 1
             self.credited[task_id].append(float(score))
             if self.staged is not None:
-                label = self.identity.get(task_id, (None, None))[0]
                 self.staged.credit(label, float(score))
         before = set(self.pool) if self.pool is not None else None
         self._observe_pool(f"after {where}")
@@ -624,7 +629,8 @@ class WatchedCurriculum:
         return reported
 
     def __reduce__(self) -> Any:
-        return self.inner.__reduce_ex__(4)  # a copy (a worker's) is the curriculum itself, unwatched
+        # a copy (a worker's private one, under centralized tracking) is the curriculum itself, unwatched
+        return pickle.loads, (pickle.dumps(self.inner),)
 
     # ---- checks ------------------------------------------------------------------------------
     def _observe_pool(self, when: str) -> None:

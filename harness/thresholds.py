@@ -152,6 +152,8 @@ class StageSyncLimits:
     """Multiprocessing workers (2 envs each)."""
     stage_episode_lengths: tuple[int, ...] = (5, 7, 9)
     """One stage per length: an episode's length tells which stage it ran."""
+    pool: int = 8
+    """Tasks in the pool (distinct configs of the stage: each episode tells which task it ran)."""
     min_episodes: int = 24
     window: int = 12
     advancement_threshold: float = 0.9
