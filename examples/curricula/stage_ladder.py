@@ -52,17 +52,15 @@ class LadderTask:
 class StageLadder:
     """Stages of fixed tasks, climbed on the recent mean score of the current stage."""
 
-    def __init__(self, stages: list[list[tuple[Mapping[str, Any], str]]], *, config: CurriculumConfig,
+    def __init__(self, stages: list[Any], *, tasks_per_stage: int, config: CurriculumConfig,
                  threshold: float | None, min_episodes: int, window: int,
                  regression_threshold: float | None) -> None:
         self.config = config
         self.tasks: list[LadderTask] = []
         self.stage_tasks: list[list[int]] = []
-        for stage, specs in enumerate(stages):
-            ids = []
-            for env_cfg, label in specs:
-                self.tasks.append(LadderTask(len(self.tasks), env_cfg, label, stage))
-                ids.append(self.tasks[-1].task_id)
+        for stage, generator in enumerate(stages):  # task ids run on from stage to stage
+            ids = list(range(len(self.tasks), len(self.tasks) + tasks_per_stage))
+            self.tasks += [LadderTask(task_id, *generator.generate(task_id), stage) for task_id in ids]
             self.stage_tasks.append(ids)
         self.threshold = threshold
         self.min_episodes = min_episodes
@@ -191,16 +189,17 @@ class StageLadder:
 
 def make_curriculum(config: CurriculumConfig) -> StageLadder:
     """`--curriculum` factory: a staged-progression config gives one ladder rung per stage
-    (`num_active_tasks` tasks from each stage's generator); any other config one uniformly
-    sampled stage of `num_active_tasks` tasks from `task_generator`."""
+    (`num_active_tasks` tasks from each stage's generator, ids running on from stage to
+    stage); any other config one uniformly sampled stage of `num_active_tasks` tasks from
+    `task_generator`."""
     size = config.num_active_tasks
     algorithm = config.algorithm
     if isinstance(algorithm, StagedProgressionConfig):
-        stages = [[stage.task_generator.generate(i) for i in range(size)] for stage in algorithm.stages]
-        return StageLadder(stages, config=config, threshold=algorithm.advancement_threshold,
+        return StageLadder([stage.task_generator for stage in algorithm.stages], tasks_per_stage=size,
+                           config=config, threshold=algorithm.advancement_threshold,
                            min_episodes=algorithm.min_episodes, window=algorithm.window,
                            regression_threshold=algorithm.regression_threshold)
     if config.task_generator is None:
         raise CurriculumConfigError("Expected `task_generator` for a one-stage ladder, received None")
-    return StageLadder([[config.task_generator.generate(i) for i in range(size)]], config=config, threshold=None,
+    return StageLadder([config.task_generator], tasks_per_stage=size, config=config, threshold=None,
                        min_episodes=0, window=1, regression_threshold=None)
