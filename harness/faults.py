@@ -14,13 +14,15 @@ from typing import Any
 import numpy as np
 
 from curriculum import Curriculum, CurriculumConfig, CurriculumEnv, LearningProgressConfig, UniformConfig
-from curriculum.algorithms import LearningProgressAlgorithm
+from curriculum.algorithms import LearningProgressAlgorithm, StagedProgressionAlgorithm
+from curriculum.algorithms.staged import STAGE_COUNTERS
 
 __all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
            "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
            "make_unlocked_shared_curriculum", "DesyncBlindCurriculumEnv",
            "make_per_worker_copy_curriculum", "LateConfigCurriculumEnv", "RunningTotalCurriculumEnv",
-           "make_decline_blind_lp", "DEGRADATIONS"]
+           "make_decline_blind_lp", "make_late_advancing_staged", "make_regression_blind_staged",
+           "DEGRADATIONS"]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -203,24 +205,69 @@ def make_decline_blind_lp(config: CurriculumConfig) -> Curriculum:
     return _with_algorithm(Curriculum(config), _DeclineBlindLP)
 
 
-#: scenario module -> (plug-in option, canary spec)
-CANARIES: dict[str, tuple[str, str]] = {
-    "test_impossible_tasks": ("--gate-curriculum", "harness.faults:make_noise_rewarding_lp"),
-    "test_dependency_chain": ("--gate-curriculum", "harness.faults:make_dropped_updates_curriculum"),
-    "test_eviction_health": ("--gate-curriculum", "harness.faults:make_inverted_eviction_curriculum"),
-    "test_checkpoint_resume": ("--gate-curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),
-    "test_shared_tracker_locking": ("--gate-curriculum", "harness.faults:make_unlocked_shared_curriculum"),
-    "test_desync_truncation": ("--gate-curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
-    "test_stage_sync": ("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),
-    "test_config_at_reset": ("--gate-curriculum-env", "harness.faults:LateConfigCurriculumEnv"),
-    "test_per_label_metrics": ("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),
-    "test_forgetting": ("--gate-curriculum", "harness.faults:make_decline_blind_lp"),
+class _LateAdvancingStaged(StagedProgressionAlgorithm):
+    """Bug: the stage may change only after more than `min_episodes` episodes (off by one)."""
+
+    def record(self, slot: int, score: float, completions: int) -> int:
+        episodes = self._counters.item(STAGE_COUNTERS.index("stage_episodes"))  # before this completion
+        if episodes + 1 == self.config.min_episodes:
+            self.config.min_episodes += 1
+            try:
+                return super().record(slot, score, completions)
+            finally:
+                self.config.min_episodes -= 1
+        return super().record(slot, score, completions)
+
+
+class _RegressionBlindStaged(StagedProgressionAlgorithm):
+    """Bug: the regression check reads the threshold of the advancement (a copy-paste slip),
+    so a stage whose mean falls stays where it is unless it also passes advancement."""
+
+    def record(self, slot: int, score: float, completions: int) -> int:
+        regression = self.config.regression_threshold
+        self.config.regression_threshold = None
+        try:
+            return super().record(slot, score, completions)
+        finally:
+            self.config.regression_threshold = regression
+
+
+def _with_staged(config: CurriculumConfig, algorithm_class: type, **kwargs: Any) -> Curriculum:
+    curriculum = Curriculum(config, **kwargs)
+    old = curriculum._algorithm
+    if isinstance(old, StagedProgressionAlgorithm):
+        new = algorithm_class(old.config, old.capacity)
+        new.bind(curriculum.tracker)
+        curriculum._algorithm = new
+    return curriculum
+
+
+def make_late_advancing_staged(config: CurriculumConfig, **kwargs: Any) -> Curriculum:
+    """Canary of the staged-progression scenario: stage changes one completion late."""
+    return _with_staged(config, _LateAdvancingStaged, **kwargs)
+
+
+def make_regression_blind_staged(config: CurriculumConfig, **kwargs: Any) -> Curriculum:
+    """Canary of the staged-progression scenario: it never falls back a stage."""
+    return _with_staged(config, _RegressionBlindStaged, **kwargs)
+
+
+#: scenario module -> the canaries it must fail on: (plug-in option, canary spec)
+CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "test_impossible_tasks": (("--gate-curriculum", "harness.faults:make_noise_rewarding_lp"),),
+    "test_dependency_chain": (("--gate-curriculum", "harness.faults:make_dropped_updates_curriculum"),),
+    "test_eviction_health": (("--gate-curriculum", "harness.faults:make_inverted_eviction_curriculum"),),
+    "test_checkpoint_resume": (("--gate-curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),),
+    "test_shared_tracker_locking": (("--gate-curriculum", "harness.faults:make_unlocked_shared_curriculum"),),
+    "test_desync_truncation": (("--gate-curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),),
+    "test_stage_sync": (("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),),
+    "test_config_at_reset": (("--gate-curriculum-env", "harness.faults:LateConfigCurriculumEnv"),),
+    "test_per_label_metrics": (("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),),
+    "test_forgetting": (("--gate-curriculum", "harness.faults:make_decline_blind_lp"),),
+    "test_staged_progression": (("--gate-curriculum", "harness.faults:make_late_advancing_staged"),
+                                ("--gate-curriculum", "harness.faults:make_regression_blind_staged")),
 }
 
-
-def describe() -> dict[str, Any]:
-    """The canary table, for docs and the CLI."""
-    return {module: {"option": option, "canary": spec} for module, (option, spec) in CANARIES.items()}
 
 
 # ---------------------------------------------------------------------------------- degradation ladder

@@ -277,6 +277,27 @@ def _accepts_config(kind: str) -> Probe:
     return probe
 
 
+def _stage_counters(subject: _Subject) -> tuple[bool | None, str]:
+    if subject.factory is None or not subject.exercise:
+        return None, "pass factory= (and exercise=True) to tell"
+    from curriculum.errors import CurriculumConfigError
+
+    try:
+        staged = subject.factory(_sample_config("staged"))
+    except (CurriculumConfigError, NotImplementedError) as exc:
+        return False, f"the factory refused a staged config: {type(exc).__name__}: {exc}"
+    try:
+        if getattr(staged, "stage", None) is None:
+            return False, "a staged curriculum of this factory reports no `stage`"
+        stats = staged.stats()
+        lacking = [k for k in ("stage", "advancements", "regressions") if k not in stats]
+        return (not lacking, f"stats() lacks {', '.join(repr(k) for k in lacking)}" if lacking else "")
+    finally:
+        close = getattr(staged, "close", None)
+        if callable(close):
+            close()
+
+
 def _stage_sync(subject: _Subject) -> tuple[bool | None, str]:
     present, detail = _methods("sync_state", "apply_sync_state")(subject)
     if not present:
@@ -397,6 +418,13 @@ CAPABILITIES: Final[dict[str, Capability]] = {c.name: c for c in (
         _stage_sync,
     ),
     Capability(
+        "stage_counters", "stage, stats()['stage'], stats()['advancements'], stats()['regressions']",
+        "a staged curriculum's current stage (None when not staged) and its counts of stage changes; the "
+        "accounting oracle replays the StagedProgressionConfig rule (mean of the last `window` scores of the "
+        "stage's own tasks, after `min_episodes` of them) and compares the stage after every completion",
+        _stage_counters, on="factory",
+    ),
+    Capability(
         "staged_config", "factory(CurriculumConfig(algorithm=StagedProgressionConfig(...)))",
         "builds a staged-progression curriculum: stages in order, each with its own task generator; advances once "
         "per threshold crossing after min_episodes of the stage",
@@ -490,8 +518,12 @@ SUITES: Final[dict[str, Suite]] = {s.name: s for s in (
     Suite("shared_tracker_locking", ("uniform",),
           requires={"uniform_config": "hammers a uniform curriculum from several processes",
                     "shared_memory": "writers in forked processes share one tracker"}),
+    Suite("staged_progression", ("staged",),
+          requires={"staged_config": "runs a staged curriculum along a chain at three integration levels",
+                    "stage_counters": "the stage after every completion is compared with the rule replayed"}),
     Suite("stage_sync", ("staged",),
           requires={"staged_config": "advances through stages while workers run",
+                    "stage_counters": "workers must agree with the stage the curriculum reports",
                     "counters": "episodes recorded are compared with episodes run"},
           uses={"shared_memory": "the shared-tracking variants (Serial and Multiprocessing)",
                 "stage_sync": "the centralized-tracking variants (worker copies follow sync_state())"}),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER", "FORGETTING"]
+__all__ = ["STAGED", "IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER", "FORGETTING"]
 
 
 @dataclass(frozen=True)
@@ -163,6 +163,30 @@ class StageSyncLimits:
 
 
 STAGE_SYNC = StageSyncLimits()
+
+
+@dataclass(frozen=True)
+class StagedLimits:
+    """Staged progression: advance and regress exactly by the rule, on a forgetting chain."""
+
+    num_stages: int = 3
+    pool: int = 4
+    forgetting_rate: float = 5e-4
+    advancement_threshold: float = 0.7
+    regression_threshold: float = 0.3
+    min_episodes: int = 30
+    window: int = 20
+    episodes: int = 3000
+    epoch_length: int = 250
+    num_envs: int = 4
+    """Envs of the Serial run."""
+    min_advancements: int = 3
+    """The runs must exercise the rule (seeds 0-4, direct runner: 8-12 advancements)."""
+    min_regressions: int = 2
+    """(seeds 0-4, direct runner: 7-11 regressions)."""
+
+
+STAGED = StagedLimits()
 
 
 @dataclass(frozen=True)
