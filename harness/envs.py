@@ -647,7 +647,7 @@ class ResourceChainEnv(_HarnessEnv):
                 "truncated_by_desync": self._truncate_episode,
             },
             EPISODE_RECORD_KEY: self._record(
-                {**self._config, "episode_steps": self._episode_steps}, (self._paid,) * self.num_agents,
-                ENDED_DESYNC if self._truncate_episode else ENDED_TERMINAL, step),
+                self._config, (self._paid,) * self.num_agents, ENDED_DESYNC if self._truncate_episode else ENDED_TERMINAL,
+                step, episode_steps=self._episode_steps),
         }
         return self.observations, self.rewards, self.terminals, self.truncations, [info]

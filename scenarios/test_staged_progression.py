@@ -7,7 +7,8 @@ advancement threshold on task 0 is not mastery, so task 1 stays out of reach, it
 below the regression threshold, and the curriculum falls back; practice brings it forward
 again. Each run holds several advancements and regressions. The accounting oracle replays the
 rule (`StagedProgressionConfig`: the mean of the last `window` scores of the stage's own tasks,
-after `min_episodes`) on the credited completions and checks the stage after every one of
+after `min_episodes`; previous-stage tasks mixed into the pool do not count) on the credited
+completions and checks the stage after every one of
 them, and every number the run reports.
 """
 
@@ -28,23 +29,25 @@ def staged_space(seed: int):
     return chain_task_space(num_tasks=LIMITS.num_stages, seed=seed, forgetting_rate=LIMITS.forgetting_rate)
 
 
-def staged_config(seed: int) -> CurriculumConfig:
+def staged_config(seed: int, mix: float = 0.0) -> CurriculumConfig:
     stages = [Stage(f"stage_{i}", TaggedTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
                                                                            seed=seed)))
               for i in range(LIMITS.num_stages)]
     return CurriculumConfig(
         algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=LIMITS.advancement_threshold,
                                           min_episodes=LIMITS.min_episodes, window=LIMITS.window,
-                                          regression_threshold=LIMITS.regression_threshold),
+                                          regression_threshold=LIMITS.regression_threshold,
+                                          previous_stage_mix=mix),
         num_active_tasks=LIMITS.pool, seed=seed,
     )
 
 
-@pytest.mark.parametrize("runner", ["direct", "single", "Serial"])
+@pytest.mark.parametrize(("runner", "mix"), [("direct", 0.0), ("direct", LIMITS.previous_stage_mix), ("single", 0.0),
+                                           ("Serial", 0.0)])
 def test_stage_advances_and_regresses_exactly_by_its_rule(curriculum_factory, require_capability, scenario_seed,
-                                                        runner, oracle, check_limit, golden) -> None:
-    config = staged_config(scenario_seed)
-    watcher = oracle(context=runner)
+                                                        runner, mix, oracle, check_limit, golden) -> None:
+    config = staged_config(scenario_seed, mix)
+    watcher = oracle(context=f"{runner}, previous-stage mix {mix}")
     if runner == "Serial":
         curriculum = curriculum_factory(config)
         require_capability(getattr(curriculum, "stage", None) is not None, "this curriculum reports no `stage`")

@@ -306,6 +306,16 @@ def _advance_one_late(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(StagedProgressionAlgorithm, "record", late)
 
 
+def _draws_one_slot_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    refresh = Curriculum._refresh
+
+    def shifted(self: Curriculum) -> None:
+        refresh(self)
+        self._draws = [(slot + 1) % self._capacity for slot in self._draws]  # bug: an off-by-one in the lookup
+
+    monkeypatch.setattr(Curriculum, "_refresh", shifted)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -323,6 +333,7 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "late completions counted as recorded": (_total_counts_late, "lp-serial", "total_completions"),
     "time-limit truncation treated as desync": (_time_limit_as_desync, "time-limit", "not recorded as a completion"),
     "stage advances one completion late": (_advance_one_late, "staged", "stage after update"),
+    "draws one slot off the reported distribution": (_draws_one_slot_off, "lp-direct", "chi-square"),
 }
 
 
