@@ -18,11 +18,11 @@ venv: $(STAMP)
 
 ## The scenario gate on the built-in curriculum.
 gate: $(STAMP)
-	$(BIN)/pytest scenarios/ -n auto $(ARGS)
+	$(BIN)/pytest scenarios/ -n auto --dist loadgroup $(ARGS)
 
 ## The whole test suite: unit, property and scenario tests.
 test: $(STAMP)
-	$(BIN)/pytest tests/ scenarios/ -n auto $(ARGS)
+	$(BIN)/pytest tests/ scenarios/ -n auto --dist loadgroup $(ARGS)
 
 ## The wheel as a user installs it: fresh venv outside the checkout, lean and [gate], gate runs.
 wheel-check: $(STAMP)
