@@ -154,7 +154,7 @@ def pytest_command(
     """The pytest command line of a gate run, with the harness's own pytest settings.
 
     `workers`: "auto", or a number of xdist workers ("1" runs in one process; None leaves
-    pytest's default).
+    pytest's default), distributed by xdist group as `make gate` does.
     """
     command = [sys.executable, "-m", "pytest", *(["--pyargs"] if pyargs else []), *targets,
                "-c", str(GATE_INI), f"--rootdir={rootdir}", "-rfEs"]
@@ -168,8 +168,10 @@ def pytest_command(
             if workers not in ("1", "0"):
                 print(f"note: pytest-xdist is not installed; running in one process instead of -n {workers}",
                       file=sys.stderr)
-        else:
-            command += ["-n", "0" if workers == "1" else workers]
+        elif workers in ("1", "0"):
+            command += ["-n", "0"]
+        else:  # checks that share a setup's runs stay in one worker (the suites group them)
+            command += ["-n", workers, "--dist", "loadgroup"]
     return [*command, *extra]
 
 

@@ -240,3 +240,14 @@ def test_gate_with_a_bad_expected_outcome_file_exits_2(tmp_path: Path, capsys: p
     line = capsys.readouterr().err.strip().splitlines()[-1]
     assert line.startswith(f"curriculum-harness gate: error: argument --expect: {tmp_path / 'expected.toml'} is not "
                            "valid TOML (")
+
+
+@pytest.mark.parametrize(("workers", "expected"), [("auto", ["-n", "auto", "--dist", "loadgroup"]),
+                                                   ("3", ["-n", "3", "--dist", "loadgroup"]), ("1", ["-n", "0"])])
+def test_gate_command_runs_the_installed_suites_with_the_harness_settings(workers: str, expected: list[str]) -> None:
+    from harness.gate import GATE_INI, pytest_command
+
+    command = pytest_command(["harness.scenarios"], pyargs=True, rootdir=Path("/x"), curriculum="m:f", seeds=3,
+                             workers=workers, extra=["-k", "chain"])
+    assert command[1:] == ["-m", "pytest", "--pyargs", "harness.scenarios", "-c", str(GATE_INI), "--rootdir=/x", "-rfEs",
+                           "--gate-curriculum=m:f", "--gate-seeds=3", *expected, "-k", "chain"]
