@@ -1,7 +1,7 @@
 """Canaries: deliberately broken curricula and wrappers, one per bug class the gate guards.
 
 Each is plugged into its scenario suite the way a user's own implementation would be
-(`--curriculum=harness.faults:<factory>` or `--curriculum-env=harness.faults:<Class>`), and a
+(`--gate-curriculum=harness.faults:<factory>` or `--gate-curriculum-env=harness.faults:<Class>`), and a
 meta-test asserts that the suite fails on it. A suite that passes on its canary proves nothing.
 """
 
@@ -204,16 +204,16 @@ def make_decline_blind_lp(config: CurriculumConfig) -> Curriculum:
 
 #: scenario module -> (plug-in option, canary spec)
 CANARIES: dict[str, tuple[str, str]] = {
-    "test_impossible_tasks": ("--curriculum", "harness.faults:make_noise_rewarding_lp"),
-    "test_dependency_chain": ("--curriculum", "harness.faults:make_dropped_updates_curriculum"),
-    "test_eviction_health": ("--curriculum", "harness.faults:make_inverted_eviction_curriculum"),
-    "test_checkpoint_resume": ("--curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),
-    "test_shared_tracker_locking": ("--curriculum", "harness.faults:make_unlocked_shared_curriculum"),
-    "test_desync_truncation": ("--curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
-    "test_stage_sync": ("--curriculum", "harness.faults:make_per_worker_copy_curriculum"),
-    "test_config_at_reset": ("--curriculum-env", "harness.faults:LateConfigCurriculumEnv"),
-    "test_per_label_metrics": ("--curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),
-    "test_forgetting": ("--curriculum", "harness.faults:make_decline_blind_lp"),
+    "test_impossible_tasks": ("--gate-curriculum", "harness.faults:make_noise_rewarding_lp"),
+    "test_dependency_chain": ("--gate-curriculum", "harness.faults:make_dropped_updates_curriculum"),
+    "test_eviction_health": ("--gate-curriculum", "harness.faults:make_inverted_eviction_curriculum"),
+    "test_checkpoint_resume": ("--gate-curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),
+    "test_shared_tracker_locking": ("--gate-curriculum", "harness.faults:make_unlocked_shared_curriculum"),
+    "test_desync_truncation": ("--gate-curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
+    "test_stage_sync": ("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),
+    "test_config_at_reset": ("--gate-curriculum-env", "harness.faults:LateConfigCurriculumEnv"),
+    "test_per_label_metrics": ("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),
+    "test_forgetting": ("--gate-curriculum", "harness.faults:make_decline_blind_lp"),
 }
 
 

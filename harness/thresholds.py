@@ -1,7 +1,7 @@
 """Every limit the scenario gate checks, in one place, with the calibration behind it.
 
 Each limit was set from a sweep of the unmodified built-in curriculum over seeds
-(`pytest scenarios/ --scenario-seeds=N`) with a margin to the worst seed, and checked to be
+(`pytest scenarios/ --gate-seeds=N`) with a margin to the worst seed, and checked to be
 violated by the scenario's canary in `harness.faults`.
 """
 

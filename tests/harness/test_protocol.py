@@ -224,7 +224,7 @@ def test_scenario_gate_runs_against_the_external_curriculum(tmp_path: Path) -> N
     report = tmp_path / "gate.xml"
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")])))
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", *GATE_MODULES, "--curriculum=external_curriculum:make_external_curriculum",
+        [sys.executable, "-m", "pytest", *GATE_MODULES, "--gate-curriculum=external_curriculum:make_external_curriculum",
          "-p", "no:xdist", "-p", "no:randomly", "-q", "--no-header", f"--junitxml={report}"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
