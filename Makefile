@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: gate test bench venv clean
+.PHONY: gate test bench venv learners clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,6 +14,12 @@ $(STAMP): pyproject.toml constraints.txt
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# The [learners] extra (stable-baselines3 with the pinned torch CPU build) on top of .[dev].
+LEARNERS_STAMP := $(VENV)/.installed-learners
+$(LEARNERS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,learners]'
+	touch $(LEARNERS_STAMP)
 
 ## The scenario gate on the built-in curriculum.
 gate: $(STAMP)
@@ -26,6 +32,11 @@ test: $(STAMP)
 ## Speed and scaling benchmarks (not part of `make test`).
 bench: $(STAMP)
 	$(BIN)/pytest benchmarks/ -p no:xdist --benchmark-only $(ARGS)
+
+## The real-learner tier: PPO through GymCurriculumEnv, learning progress vs uniform over
+## 5 seeds per task family (not part of the gate; ~10 min on 2 cores, runs at nice 10).
+learners: $(LEARNERS_STAMP)
+	nice -n 10 $(BIN)/pytest scenarios/learners/ --gate-learners -n 2 --dist loadgroup $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks

@@ -1,37 +1,42 @@
 """Task families for real learners: small gymnasium envs whose difficulty a task config sets.
 
-Each env has learnable variants (difficulty grows with one config value), impossible ones (no
-policy can earn the full reward) and noisy ones (a random reward that no policy can change),
-so a curriculum driving a real learner (stable-baselines3 PPO through `GymCurriculumEnv`,
-`harness.learners`) faces the same choices as the simulated student of the scenarios:
+Each env has learnable variants (difficulty grows with one config value), impossible ones (the
+full reward cannot be earned) and noisy ones (a random return no policy can change), so a
+curriculum driving a real learner (stable-baselines3 PPO through `GymCurriculumEnv`,
+`harness.learners`) faces the choices the simulated student of the scenarios poses:
 
 - `DoorCorridorEnv`: a corridor of `length` doors. Each door opens only with its own action
-  (one of `num_codes`, fixed per corridor layout, the same for every length, so what a
-  short corridor teaches carries over to longer ones); a wrong action wastes the step. The
-  goal pays 1. A random policy opens a short corridor often and a long one almost never, so a
-  learner gets through length L by first mastering the doors of the shorter ones.
-  Impossible: `locked` (the last door never opens). Noisy: `noisy` (the return is a uniform
-  draw in [0, 1], whatever the agent does).
+  (one of `num_codes`, fixed by `layout_seed` and the same for every length, so what a short
+  corridor teaches carries over to longer ones); a wrong code sends the agent back to the
+  start. Each door passed for the first time in an episode pays `progress_share / (length -
+  1)`, the goal pays the rest (return 1 at most). A random policy gets through one or two
+  doors; length L needs the doors of the shorter corridors first.
+  Impossible: `locked` (the last door never opens). Noisy: `noisy`.
 - `CraftingChainEnv`: a production chain of `depth` machines (ore -> ... -> heart, as in
   `harness.envs.ResourceChainEnv`, but the agent runs the machines). Machine k turns the
   product of machine k-1 into its own; machine 0 needs nothing. Running a machine without its
-  input jams the line and loses what was held. Intermediate products pay a little (0.2 in all,
-  the first time each is made in an episode), the last one pays the rest (return 1 at most).
-  Impossible: `broken` (the last machine always jams: the intermediate rewards can still be
-  earned, so its score rises and then stalls, as a real impossible setting often does).
-  Noisy: as for the corridor.
+  input jams the line and loses what was held. Intermediate products pay
+  `INTERMEDIATE_SHARE` in all (each the first time it is made in an episode), the last one
+  pays the rest. Impossible: `depleted` (the mine is empty: every machine jams, the return is
+  always 0). Noisy: `noisy`.
+
+In a noisy variant the dynamics are unchanged but the whole return is one uniform draw in
+[0, 1] paid at the episode's end. The observation ends with the task's config (difficulty /
+max, impossible flag, noisy flag), as a goal-conditioned agent sees its goal, so impossible
+and noisy variants waste samples without corrupting what the policy learns elsewhere.
 
 Both follow the contract of `harness.envs`: `set_env_config(env_cfg)` validates at once
 (ValueError naming the key) and applies at the next `reset()`, keys a config leaves out take
 the constructor default, the metadata key `"label"` is ignored and unknown keys are refused.
 Episodes end with `terminated` at the goal and `truncated` at the time limit
-(`time_limit_factor * difficulty + 2` steps); rewards and returns stay in [0, 1], the
-default `score_range` of a curriculum. All randomness comes from the constructor `seed`
-(noisy rewards) and `layout_seed` (door codes), so runs are deterministic for a seed.
+(`time_limit_factor * difficulty + 2` steps); returns stay in [0, 1], the default
+`score_range` of a curriculum. Randomness comes from the constructor `seed` or a
+`reset(seed=...)` (noisy returns, gymnasium's `np_random`) and `layout_seed` (door codes)
+only, so runs are deterministic for a seed.
 
-`LearnerTaskFamily` bundles an env with the task generator of its variants and what the
-learner tier measures (which labels are learnable, their difficulty, the evaluation configs).
-This module imports no torch; `harness.learners` holds the PPO driver.
+`LearnerTaskFamily` bundles an env factory with its variants and the task generator a
+curriculum draws them from (`VariantCycleGenerator`). This module imports no torch;
+`harness.learners` holds the PPO driver.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
 
 import gymnasium
+from gymnasium.utils import seeding
 import numpy as np
 
 from curriculum import TaskGenerator
@@ -103,7 +109,7 @@ class _ConfiguredEnv(gymnasium.Env):
         self._defaults = {self.DIFFICULTY_KEY: int(difficulty), self.IMPOSSIBLE_KEY: False, "noisy": False}
         self._config = dict(self._defaults)
         self._pending: dict[str, Any] | None = None
-        self._noise_rng = np.random.default_rng(seed)
+        self._np_random, _ = seeding.np_random(seed)  # the noisy returns' stream
         self._running = False
         self._steps = 0
         self._return = 0.0
@@ -152,11 +158,9 @@ class _ConfiguredEnv(gymnasium.Env):
         self._pending = config
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
-        """Start an episode with the pending config, if any.
-
-        `seed` is accepted for the gymnasium API and ignored: vector envs pass the same seed to
-        every reset, which would replay the same noisy rewards every episode.
-        """
+        """Start an episode with the pending config, if any; a `seed` reseeds the noisy returns
+        (gymnasium's rule: vector envs pass one only on their first reset)."""
+        super().reset(seed=seed)
         if self._pending is not None:
             self._config, self._pending = self._pending, None
         self._running = True
@@ -178,7 +182,7 @@ class _ConfiguredEnv(gymnasium.Env):
         truncated = not terminated and self._steps >= self.time_limit
         if self._config["noisy"]:
             # the agent changes nothing: the whole return is one uniform draw at the end
-            reward = float(self._noise_rng.random()) if terminated or truncated else 0.0
+            reward = float(self.np_random.random()) if terminated or truncated else 0.0
         self._return += reward
         info: dict[str, Any] = {}
         if terminated or truncated:
@@ -208,12 +212,14 @@ class _ConfiguredEnv(gymnasium.Env):
 
 
 class DoorCorridorEnv(_ConfiguredEnv):
-    """A corridor of `length` doors, each opened by its own action; the goal pays 1.
+    """A corridor of `length` doors, each opened by its own action; doors and goal pay.
 
-    Observation: one-hot position (0 .. `max_length`) followed by `length / max_length`.
+    Observation: one-hot position (0 .. `max_length`), then the config (length / max_length,
+    locked, noisy).
     Actions: `Discrete(num_codes)`; the code of door i is drawn once from `layout_seed` and is
-    the same for every length. Config keys: `length` (1 .. `max_length`), `locked` (the last
-    door never opens), `noisy` (the return is uniform in [0, 1]).
+    the same for every length; a wrong code sends the agent back to the start. Config keys:
+    `length` (1 .. `max_length`), `locked` (the last door never opens), `noisy` (the return
+    is uniform in [0, 1]).
     """
 
     DIFFICULTY_KEY = "length"
@@ -280,15 +286,15 @@ class DoorCorridorEnv(_ConfiguredEnv):
 
 
 class CraftingChainEnv(_ConfiguredEnv):
-    """A production chain of `depth` machines run by the agent; the last product pays.
+    """A production chain of `depth` machines run by the agent; the last product pays most.
 
-    Observation: one-hot of the product held (nothing, or product 0 .. `max_depth - 1`)
-    followed by `depth / max_depth`. Actions: `Discrete(max_depth + 1)`: run machine k
-    (k < `max_depth`) or wait. Machine k needs product k-1 (machine 0 needs nothing); run
-    without it, it jams and the held product is lost. Product k < depth-1 pays
+    Observation: one-hot of the product held (nothing, or product 0 .. `max_depth - 1`), then
+    the config (depth / max_depth, depleted, noisy). Actions: `Discrete(max_depth + 1)`: run
+    machine k (k < `max_depth`) or wait. Machine k needs product k-1 (machine 0 needs
+    nothing); run without it, it jams and the held product is lost. Product k < depth-1 pays
     `INTERMEDIATE_SHARE / (depth - 1)` the first time it is made in an episode; product
     depth-1 pays the rest and ends the episode. Config keys: `depth` (1 .. `max_depth`),
-    `broken` (the last machine always jams), `noisy` (the return is uniform in [0, 1]).
+    `depleted` (every machine jams), `noisy` (the return is uniform in [0, 1]).
     """
 
     DIFFICULTY_KEY = "depth"
@@ -442,9 +448,9 @@ def _family_variants(
 
 def corridor_family(
     *,
-    lengths: Sequence[int] = (1, 2, 3, 4, 5, 6, 7, 8),
-    locked: Sequence[int] = (4, 8),
-    noisy: Sequence[int] = (4, 8),
+    lengths: Sequence[int] = (1, 2, 3, 4, 5, 6),
+    locked: Sequence[int] = (3, 6),
+    noisy: Sequence[int] = (3, 6),
     num_codes: int = 6,
     progress_share: float = 0.5,
     layout_seed: int = 0,

@@ -33,22 +33,56 @@ from typing import Any, Final
 
 import numpy as np
 
-from curriculum import CurriculumConfig, LearningProgressConfig, UniformConfig
+from curriculum import CurriculumConfig, LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig
 from curriculum.stats import PER_LABEL_SAMPLES, SCORE, stat_key
-from harness.learner_envs import IMPOSSIBLE, LEARNABLE, NOISY, TASK_FAMILIES, LearnerTaskFamily
+from harness.learner_envs import IMPOSSIBLE, NOISY, TASK_FAMILIES, LearnerTaskFamily, VariantCycleGenerator
 
 __all__ = [
     "CURRICULA",
     "VEC_ENVS",
+    "LEARNER_LIMITS",
+    "LearnerLimits",
     "PPOSettings",
     "LearnerRun",
     "LearnerRunResult",
+    "LearnerComparison",
+    "compare_to_uniform",
     "make_curriculum_config",
     "run_learner",
 ]
 
-CURRICULA: Final = ("learning_progress", "uniform")
-"""Curricula `run_learner` builds by name (others come in through `curriculum_factory`)."""
+CURRICULA: Final = ("learning_progress", "uniform", "staged_progression")
+"""Curricula `run_learner` builds by name (others come in through `curriculum_factory`).
+Staged progression is an oracle of the task family: one stage per learnable variant, easiest
+first, and never an impossible or noisy one."""
+
+
+@dataclass(frozen=True)
+class LearnerLimits:
+    """Limits of the learner tier (`scenarios/learners/`), judged on the mean over `seeds`.
+
+    Ratios compare learning progress with uniform sampling on the same family and seed.
+    """
+
+    seeds: int = 5
+    """Seeds per family (run seeds 0 .. seeds-1 at base seed 0)."""
+    max_steps: int = 100_000
+    """Environment steps per run at most (about 15-30 s of PPO on one core)."""
+    post_mastery_steps: int = 15_000
+    """Steps a learning-progress run trains after mastering every learnable variant."""
+    max_steps_ratio: float = 0.7
+    """Steps until the greedy policy masters every learnable variant, learning progress /
+    uniform (uniform runs that never get there count `max_steps`, which favours uniform)."""
+    max_unlearnable_share_ratio: float = 0.2
+    """Share of episodes on impossible and noisy variants until mastery, learning progress /
+    uniform."""
+    max_after_mastery_share_ratio: float = 0.2
+    """The same share in the `post_mastery_steps` after mastery, learning progress / uniform."""
+    run_wall_budget: float = 60.0
+    """Seconds one run may take on the 2-core machine (measured and reported, not asserted)."""
+
+
+LEARNER_LIMITS: Final = LearnerLimits()
 
 VEC_ENVS: Final = ("dummy", "subproc")
 
@@ -84,9 +118,9 @@ class LearnerRun:
     """A name from `CURRICULA` (ignored when `run_learner` gets a `curriculum_factory`)."""
     seed: int = 0
     """Seeds PPO, the curriculum's sampling stream and the envs' noise."""
-    max_steps: int = 60_000
+    max_steps: int = LEARNER_LIMITS.max_steps
     """Environment steps at most."""
-    post_mastery_steps: int = 15_000
+    post_mastery_steps: int = LEARNER_LIMITS.post_mastery_steps
     """Steps trained after every learnable variant is mastered (the after-mastery window)."""
     eval_every: int = 2048
     """Environment steps between greedy evaluations of every learnable variant."""
@@ -136,6 +170,8 @@ class LearnerRunResult:
     """Seconds from the first to the last training step (env start-up excluded)."""
     evaluations: list[tuple[int, dict[str, bool]]] = field(default_factory=list)
     """Every evaluation: (step, solved per learnable label)."""
+    curriculum_stats: dict[str, Any] = field(default_factory=dict)
+    """`curriculum.stats()` at the end of training (`total_completions`, `evictions`, ...)."""
 
     @property
     def kinds(self) -> list[str]:
@@ -184,6 +220,10 @@ def make_curriculum_config(family: LearnerTaskFamily, curriculum: str, *, seed: 
         algorithm: Any = LearningProgressConfig()
     elif curriculum == "uniform":
         algorithm = UniformConfig()
+    elif curriculum == "staged_progression":
+        stages = [Stage(v.label, VariantCycleGenerator([v])) for v in family.learnable]
+        algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=0.9, min_episodes=20, window=20)
+        return CurriculumConfig(algorithm=algorithm, num_active_tasks=num_active_tasks, seed=seed)
     else:
         raise ValueError(f"Expected `curriculum` to be one of {CURRICULA}, received {curriculum!r}")
     return CurriculumConfig(task_generator=family.generator, algorithm=algorithm,
@@ -232,7 +272,7 @@ def run_learner(
     try:
         env_fns = [_CurriculumEnvFactory(family.make_env, curriculum, seed=run.seed * 1000 + i)
                    for i in range(run.ppo.n_envs)]
-        vec_env = SubprocVecEnv(env_fns, start_method="fork") if shared else DummyVecEnv(env_fns)
+        vec_env = SubprocVecEnv(env_fns) if shared else DummyVecEnv(env_fns)
         try:
             ppo = run.ppo
             model = PPO(
@@ -244,6 +284,8 @@ def run_learner(
             model.learn(total_timesteps=run.max_steps, callback=tracker.callback())
         finally:
             vec_env.close()
+        stats = getattr(curriculum, "stats", None)
+        tracker.curriculum_stats = stats() if stats is not None else {}
     finally:
         close = getattr(curriculum, "close", None)
         if close is not None:
@@ -269,6 +311,7 @@ class _ProgressTracker:
         self.total_steps = 0
         self.started = 0.0
         self.finished = 0.0
+        self.curriculum_stats: dict[str, Any] = {}
         self._eval_envs = [family.make_env() for _ in family.learnable]
         for env, variant in zip(self._eval_envs, family.learnable):
             env.set_env_config(variant.env_cfg)
@@ -345,4 +388,39 @@ class _ProgressTracker:
             episode_labels=list(self.labels), episode_scores=np.array(self.scores), reached=dict(self.reached),
             mastered=dict(self.mastered), all_mastered_step=self.all_mastered, total_steps=self.total_steps,
             wall_time=self.finished - self.started, evaluations=list(self.evaluations),
+            curriculum_stats=dict(self.curriculum_stats),
         )
+
+
+@dataclass(frozen=True)
+class LearnerComparison:
+    """A curriculum's run against uniform sampling's run on the same family and seed."""
+
+    steps_ratio: float
+    """Steps to master every learnable variant, curriculum / uniform."""
+    unlearnable_share: float
+    """Curriculum's share of episodes on impossible and noisy variants until mastery (or the
+    whole run, if it never got there)."""
+    uniform_unlearnable_share: float
+    """Uniform's share over its whole run."""
+    after_mastery_share: float
+    """Curriculum's share after mastery (NaN: it never mastered every variant)."""
+
+    @property
+    def unlearnable_share_ratio(self) -> float:
+        return self.unlearnable_share / self.uniform_unlearnable_share
+
+    @property
+    def after_mastery_share_ratio(self) -> float:
+        return self.after_mastery_share / self.uniform_unlearnable_share
+
+
+def compare_to_uniform(run: LearnerRunResult, uniform: LearnerRunResult) -> LearnerComparison:
+    """The learner tier's numbers for one seed."""
+    mastered = run.all_mastered_step
+    return LearnerComparison(
+        steps_ratio=run.steps_to_master_all() / uniform.steps_to_master_all(),
+        unlearnable_share=run.unlearnable_share(end=mastered),
+        uniform_unlearnable_share=uniform.unlearnable_share(),
+        after_mastery_share=run.unlearnable_share(start=mastered) if mastered is not None else float("nan"),
+    )
