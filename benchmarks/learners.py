@@ -155,7 +155,8 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
 
 def plot(runs: list[dict[str, Any]], path: Path, *, curricula: tuple[str, ...] = ("learning_progress", "uniform")) -> None:
     """Sampling share per difficulty (stacked) over training steps, one panel per family and
-    curriculum, averaged over seeds (each window's episode counts summed over the seeds)."""
+    curriculum, averaged over seeds (each window's episode counts summed over the runs that
+    reached it: runs stop at mastery, plus the after-mastery window for learning progress)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -174,10 +175,11 @@ def plot(runs: list[dict[str, Any]], path: Path, *, curricula: tuple[str, ...] =
                 continue
             groups = chosen[0]["groups"]
             window = chosen[0]["window"]
-            length = max(len(r["window_counts"]) for r in chosen)
+            # complete windows only (a run's last one is partial); later windows hold the runs still going
+            complete = [np.array(r["window_counts"])[:-1] for r in chosen]
+            length = max(1, max(len(c) for c in complete))
             counts = np.zeros((length, len(groups)))
-            for r in chosen:
-                c = np.array(r["window_counts"])
+            for c in complete:
                 counts[: len(c)] += c
             totals = counts.sum(axis=1, keepdims=True)
             shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
