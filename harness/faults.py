@@ -7,19 +7,20 @@ meta-test asserts that the suite fails on it. A suite that passes on its canary 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
 import numpy as np
 
-from curriculum import Curriculum, CurriculumConfig, CurriculumEnv
+from curriculum import Curriculum, CurriculumConfig, CurriculumEnv, LearningProgressConfig, UniformConfig
 from curriculum.algorithms import LearningProgressAlgorithm
 
 __all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
            "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
            "make_unlocked_shared_curriculum", "DesyncBlindCurriculumEnv",
            "make_per_worker_copy_curriculum", "LateConfigCurriculumEnv", "RunningTotalCurriculumEnv",
-           "make_decline_blind_lp"]
+           "make_decline_blind_lp", "DEGRADATIONS"]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -220,3 +221,68 @@ CANARIES: dict[str, tuple[str, str]] = {
 def describe() -> dict[str, Any]:
     """The canary table, for docs and the CLI."""
     return {module: {"option": option, "canary": spec} for module, (option, spec) in CANARIES.items()}
+
+
+# ---------------------------------------------------------------------------------- degradation ladder
+def _with_lp(config: CurriculumConfig, **changes: Any) -> CurriculumConfig:
+    """`config` with its learning-progress settings changed (other algorithms unchanged)."""
+    algorithm = config.algorithm
+    if not isinstance(algorithm, LearningProgressConfig):
+        return config
+    return dataclasses.replace(config, algorithm=dataclasses.replace(algorithm, **changes))
+
+
+def _scaled(config: CurriculumConfig, field: str, factor: float, cap: float) -> CurriculumConfig:
+    algorithm = config.algorithm
+    if not isinstance(algorithm, LearningProgressConfig):
+        return config
+    return _with_lp(config, **{field: min(getattr(algorithm, field) * factor, cap)})
+
+
+class _DroppingCurriculum(Curriculum):
+    """Forgets a fixed fraction of its completions (seeded, so runs reproduce), as lost updates do."""
+
+    drop_fraction = 0.0
+
+    def __init__(self, config: CurriculumConfig, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._drop_rng = np.random.default_rng([config.seed, 77])
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        if self._drop_rng.random() < self.drop_fraction:
+            return True
+        return super().update_task_performance(task_id, score)
+
+
+def _dropping(fraction: float) -> Any:
+    def make(config: CurriculumConfig, **kwargs: Any) -> Curriculum:
+        curriculum = _DroppingCurriculum(config, **kwargs)
+        curriculum.drop_fraction = fraction
+        return curriculum
+
+    make.__name__ = f"make_dropping_{int(fraction * 100)}"
+    return make
+
+
+def _configured(change: Any, name: str) -> Any:
+    def make(config: CurriculumConfig, **kwargs: Any) -> Curriculum:
+        return Curriculum(change(config), **kwargs)
+
+    make.__name__ = name
+    return make
+
+
+#: The degradation ladder: realistic ways a curriculum gets worse, each in rungs of growing
+#: size, as `factory(config)` of a degraded built-in curriculum. `benchmarks/calibrate_gate.py`
+#: measures, per statistical check, the smallest rung it detects with 90% power.
+DEGRADATIONS: dict[str, Any] = {
+    "ema_rate_x2": _configured(lambda c: _scaled(c, "ema_timescale", 2.0, 0.9), "make_ema_rate_x2"),
+    "ema_rate_x4": _configured(lambda c: _scaled(c, "ema_timescale", 4.0, 0.9), "make_ema_rate_x4"),
+    "exploration_x2": _configured(lambda c: _scaled(c, "exploration", 2.0, 0.45), "make_exploration_x2"),
+    "exploration_x4": _configured(lambda c: _scaled(c, "exploration", 4.0, 0.6), "make_exploration_x4"),
+    "no_noise_band": _configured(lambda c: _with_lp(c, noise_z=0.0), "make_no_noise_band"),
+    "dropped_completions_10": _dropping(0.10),
+    "dropped_completions_30": _dropping(0.30),
+    "dropped_completions_60": _dropping(0.60),
+    "uniform_sampling": _configured(lambda c: dataclasses.replace(c, algorithm=UniformConfig()), "make_uniform"),
+}

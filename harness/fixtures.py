@@ -13,6 +13,10 @@ sees them. Options come from `harness.pytest_plugin`.
 - `require_capability(present, why)`: a plug-in without an optional capability skips.
 - `oracle`: `oracle(...)` makes an `harness.oracle.AccountingOracle`; a test that made one and
   never called its `verify()` fails at teardown.
+- `judge(check_name)`: runs a statistical check of `harness.experiments.CHECKS` the way the
+  gate does: its setup on the check's seeds for the base seed (the first seed watched and
+  verified by the accounting oracle; runs shared by the checks of one setup), the mean
+  against the limit, the aggregate into the golden file.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ __all__ = [
     "check_statistic",
     "require_capability",
     "oracle",
+    "judge",
+    "setup_runs",
 ]
 
 #: Folder of the real-learner tier, collected only with `--gate-learners`.
@@ -215,3 +221,57 @@ def oracle(request: pytest.FixtureRequest, scenario_seed: int) -> Iterator[Calla
     if request.node.stash.get(_CALL_PASSED, False):
         unverified = sum(not o.verified for o in made)
         assert not unverified, f"{unverified} accounting oracle(s) made by this scenario were never verified"
+
+
+#: (setup, curriculum factory, base seed) -> the setup's runs (or the error its oracle raised),
+#: shared by the checks of one setup within a session.
+_SETUP_RUNS: dict[tuple[str, Any, int], tuple[list[int], list[Any]] | BaseException] = {}
+
+
+def _setup_runs(setup: str, factory: Any, base_seed: int) -> tuple[list[int], list[Any]]:
+    from harness.checks import run_seeds
+    from harness.experiments import SETUPS
+    from harness.oracle import AccountingOracle
+
+    key = (setup, factory, base_seed)
+    if key not in _SETUP_RUNS:
+        spec = SETUPS[setup]
+        seeds = run_seeds(base_seed, spec.seeds())
+        try:
+            watcher = AccountingOracle(seed=seeds[0], context=setup)
+            runs = [spec.run(factory, seed=seeds[0], oracle=watcher)]
+            watcher.verify()
+            runs += [spec.run(factory, seed=seed) for seed in seeds[1:]]
+            _SETUP_RUNS[key] = (seeds, runs)
+        except Exception as error:  # kept, so every check of the setup reports it, then re-raised
+            _SETUP_RUNS[key] = error
+    result = _SETUP_RUNS[key]
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
+@pytest.fixture
+def setup_runs(curriculum_factory: Any, scenario_seed: int) -> Callable[[str], tuple[list[int], list[Any]]]:
+    """`setup_runs(setup)` -> (seeds, runs) of a `harness.experiments.SETUPS` setup, as `judge` uses them."""
+    return lambda setup: _setup_runs(setup, curriculum_factory, scenario_seed)
+
+
+@pytest.fixture
+def judge(curriculum_factory: Any, scenario_seed: int, check_statistic: Callable[..., None],
+          require_capability: Callable[[bool, str], None], golden: Callable[[Any], None]) -> Callable[[str], None]:
+    """`judge(check_name)`: one statistical check, as the gate runs it (see the module docstring)."""
+    from harness.experiments import CHECKS
+
+    def run(name: str) -> None:
+        (check,) = [c for c in CHECKS if c.name == name]
+        seeds, runs = _setup_runs(check.setup, curriculum_factory, scenario_seed)
+        values = [check.measure(r) for r in runs]
+        require_capability(all(v is not None for v in values),
+                           f"{check.name} reads a number this curriculum does not report ({check.what})")
+        check_statistic(check.name, values, check.limit(), seeds=seeds, upper=check.upper, what=check.what,
+                        fmt=check.fmt)
+        golden({"check": check.name, "seeds": [seeds[0], seeds[-1]], "mean": sum(values) / len(values),
+                "values": values})
+
+    return run

@@ -49,6 +49,7 @@ from curriculum.stats import (
     process_training_stats,
     stat_key,
 )
+from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord
 from harness.plots import PERFORMANCE_PREFIX
 from harness.recorder import MetricsRecorder
 from harness.simulator import TaskDependencySimulator
@@ -128,6 +129,7 @@ class _EpochLog:
         recorder: MetricsRecorder | None,
         on_epoch: EpochCallback | None,
         performance: Callable[[], Sequence[float]],
+        oracle: Any = None,
     ) -> None:
         _check_positive("episodes", episodes)
         _check_positive("epoch_length", epoch_length)
@@ -143,6 +145,7 @@ class _EpochLog:
         self.warmup_episodes = warmup_episodes
         self.on_epoch = on_epoch
         self.performance = performance
+        self.oracle = oracle
         self.stats: dict[str, list[float]] = {}
         self.done = 0
         self.epoch = 0
@@ -159,6 +162,8 @@ class _EpochLog:
         if self.done < self.next_epoch_end:
             return False
         metrics = process_training_stats(self.stats, agent_step=self.done, epoch=self.epoch)
+        if self.oracle is not None:
+            self.oracle.epoch(metrics)
         for index, value in enumerate(self.performance()):
             metrics[PER_TASK_PERFORMANCE.format(index)] = float(value)
         self.result.recorder.record(metrics)
@@ -202,6 +207,7 @@ def run_direct(
     on_episode: Callable[[int, Any, float], None] | None = None,
     on_epoch: EpochCallback | None = None,
     stats_interval: int | None = None,
+    oracle: Any = None,
 ) -> RunResult:
     """`episodes` get/sample/update rounds; metrics every `epoch_length` episodes.
 
@@ -209,11 +215,16 @@ def run_direct(
     (same `CompletionRecorder`, same keys), fed to the stats pipeline. `on_episode(episode,
     task, reward)` runs after each update. `stats_interval` (completions between pool-wide
     `curriculum.stats()` reports) defaults to once per epoch, at most every
-    `DEFAULT_STATS_INTERVAL`.
+    `DEFAULT_STATS_INTERVAL`. With an `oracle` (`harness.oracle.AccountingOracle`), the runner
+    plays the env's part too: each episode's info carries its `EpisodeRecord`, the curriculum is
+    watched, and every epoch's metrics are checked; the caller calls `oracle.verify()`.
     """
     simulator = space.simulator
+    if oracle is not None:
+        curriculum = _watched(oracle, curriculum)
     log = _EpochLog(episodes=episodes, epoch_length=epoch_length, warmup_episodes=warmup_episodes,
-                    recorder=recorder, on_epoch=on_epoch, performance=lambda: simulator.performance.tolist())
+                    recorder=recorder, on_epoch=on_epoch, performance=lambda: simulator.performance.tolist(),
+                    oracle=oracle)
     completions = CompletionRecorder(curriculum, stats_interval=_stats_interval(stats_interval, epoch_length))
     get_task = curriculum.get_task
     record = completions.record
@@ -236,6 +247,9 @@ def run_direct(
         info.update(record(task.task_id, label, reward))
         if staged:
             info[stage_key] = curriculum.stage
+        if oracle is not None:
+            info[EPISODE_RECORD_KEY] = EpisodeRecord("direct", episode, dict(task.env_cfg), (reward,), ENDED_TERMINAL, 1)
+            oracle.observe((info,))
         accumulate_rollout_stats((info,), stats)
         log.count(label)
         if on_episode is not None:
@@ -256,6 +270,7 @@ def run_single_env(
     episode_length: int = 1,
     stats_interval: int | None = None,
     env_class: Any = None,
+    oracle: Any = None,
 ) -> RunResult:
     """One `CurriculumEnv(TaskDependencyEnv(simulator=space.simulator), curriculum)`, stepped
     until `episodes` episodes ended; metrics from the env's info dicts through the pipeline.
@@ -263,14 +278,18 @@ def run_single_env(
     The wrapper auto-resets (its policy), so the loop is `reset()` once, then `step()` only.
     `episode_length` is the env's steps per episode (each step is one practice of the task).
     `env_class` replaces `curriculum.env.CurriculumEnv` (same constructor), for gating
-    another wrapper.
+    another wrapper. With an `oracle`, the curriculum is watched and every step's infos and
+    every epoch are checked; the caller calls `oracle.verify()`.
     """
     from curriculum.env import CurriculumEnv
     from harness.envs import TaskDependencyEnv
 
     simulator = space.simulator
+    if oracle is not None:
+        curriculum = _watched(oracle, curriculum)
     log = _EpochLog(episodes=episodes, epoch_length=epoch_length, warmup_episodes=warmup_episodes,
-                    recorder=recorder, on_epoch=on_epoch, performance=lambda: simulator.performance.tolist())
+                    recorder=recorder, on_epoch=on_epoch, performance=lambda: simulator.performance.tolist(),
+                    oracle=oracle)
     wrapper = env_class if env_class is not None else CurriculumEnv
     env = wrapper(TaskDependencyEnv(simulator=simulator, episode_length=episode_length), curriculum,
                   stats_interval=_stats_interval(stats_interval, epoch_length))
@@ -282,6 +301,8 @@ def run_single_env(
         while True:
             infos = step(actions)[4]  # the episode-end step auto-resets onto the next task
             if infos:
+                if oracle is not None:
+                    oracle.observe(infos)
                 accumulate_rollout_stats(infos, stats)
                 _count_episodes(infos, log)
                 if log.close_epoch_if_due():
@@ -373,6 +394,7 @@ def run_vectorized(
     stats_interval: int | None = None,
     seed: int = 0,
     overwork: bool = False,
+    oracle: Any = None,
 ) -> RunResult:
     """`num_envs` CurriculumEnv-wrapped `TaskDependencyEnv`s under pufferlib, stepped until
     `episodes` episodes ended; metrics from the vec step infos through the stats pipeline.
@@ -391,7 +413,10 @@ def run_vectorized(
     the run) may hold up to `num_envs - 1` episodes more than asked.
 
     `num_workers` defaults to the most processes that fit the physical cores and divide
-    `num_envs` (Multiprocessing only); `overwork=True` lifts pufferlib's cores limit.
+    `num_envs` (Multiprocessing only); `overwork=True` lifts pufferlib's cores limit. With an
+    `oracle`, every step's infos and every epoch are checked (and, under `Serial`, the
+    curriculum is watched); the runner calls `oracle.verify(curriculum)` before closing a
+    curriculum it built.
     """
     from curriculum import Curriculum, CurriculumConfig
     from curriculum.vector import BACKENDS, TRACKING_MODES, make_curriculum_vecenv
@@ -411,21 +436,26 @@ def run_vectorized(
     owned = isinstance(curriculum_or_config, CurriculumConfig)
     curriculum = (Curriculum(curriculum_or_config, shared_memory=tracking == "shared") if owned
                   else curriculum_or_config)
+    target = curriculum
+    if oracle is not None and not multiprocess:
+        target = _watched(oracle, curriculum)
     reported = _ReportedPerformance(space.simulator.performance.tolist())
     performance = reported if multiprocess else (lambda: space.simulator.performance.tolist())
     vec_kwargs: dict[str, Any] = {"overwork": True} if overwork else {}
     try:
         vecenv = make_curriculum_vecenv(
-            creator, curriculum, backend=backend, tracking=tracking, num_envs=num_envs,
+            creator, target, backend=backend, tracking=tracking, num_envs=num_envs,
             num_workers=num_workers, seed=seed,
             stats_interval=_stats_interval(stats_interval, epoch_length, num_envs), **vec_kwargs,
         )
         try:
             log = _EpochLog(episodes=episodes, epoch_length=epoch_length, warmup_episodes=warmup_episodes,
-                            recorder=recorder, on_epoch=on_epoch, performance=performance)
+                            recorder=recorder, on_epoch=on_epoch, performance=performance, oracle=oracle)
             _step_until_done(vecenv, log, reported if multiprocess else None, seed)
         finally:
             vecenv.close()
+        if oracle is not None and owned:
+            oracle.verify(curriculum)
     finally:
         if owned:
             curriculum.close()
@@ -441,10 +471,19 @@ def _step_until_done(vecenv: Any, log: _EpochLog, reported: _ReportedPerformance
         infos = step(actions)[4]
         if not infos:
             continue
+        if log.oracle is not None:
+            log.oracle.observe(infos)
         accumulate_rollout_stats(infos, stats)
         _count_episodes(infos, log, reported)
         if log.close_epoch_if_due():
             return
+
+
+def _watched(oracle: Any, curriculum: Any) -> Any:
+    """The oracle's stand-in for `curriculum` (the curriculum itself if it is one already)."""
+    from harness.oracle import WatchedCurriculum
+
+    return curriculum if isinstance(curriculum, WatchedCurriculum) else oracle.watch(curriculum)
 
 
 _EPISODES_KEY: Final = stat_key(EPISODES)
