@@ -43,7 +43,7 @@ from harness.task_spaces import TaskSpace
 __all__ = ["FamilyStudent", "simulated_family", "simulate", "compare", "main"]
 
 CHECK_EVERY = 50
-MAX_EPISODES = 60_000
+MAX_EPISODES = 30_000
 HERE = Path(__file__).resolve().parent
 
 
@@ -82,8 +82,26 @@ def simulated_family(family: LearnerTaskFamily, *, seed: int,
 
 
 def simulate(family_name: str, curriculum: str, seed: int, simulator_kwargs: dict[str, Any]) -> dict[str, Any]:
-    """One simulated run: episodes to master the chain and the unlearnable share until then."""
+    """One simulated run: episodes to master the chain and the unlearnable share until then.
+
+    Runs stop at mastery (`MAX_EPISODES` at most). Families with the same numbers of learnable,
+    impossible and noisy variants have the same mirror, so their runs are computed once."""
     family = TASK_FAMILIES[family_name]()
+    shape = tuple(sum(v.kind == k for v in family.variants) for k in (LEARNABLE, IMPOSSIBLE, NOISY))
+    key = (shape, curriculum, seed, tuple(sorted(simulator_kwargs.items())))
+    if key not in _SIMULATED:
+        _SIMULATED[key] = _simulate(family, curriculum, seed, simulator_kwargs)
+    return _SIMULATED[key]
+
+
+_SIMULATED: dict[Any, dict[str, Any]] = {}
+
+
+class _Mastered(Exception):
+    """Ends a simulated run at mastery."""
+
+
+def _simulate(family: LearnerTaskFamily, curriculum: str, seed: int, simulator_kwargs: dict[str, Any]) -> dict[str, Any]:
     space, mirror = simulated_family(family, seed=seed, simulator_kwargs=simulator_kwargs)
     config = make_curriculum_config(mirror, curriculum, seed=seed, num_active_tasks=mirror.default_pool_size)
     learnable = range(len(family.learnable))
@@ -92,14 +110,16 @@ def simulate(family_name: str, curriculum: str, seed: int, simulator_kwargs: dic
     state = {"mastered_at": None, "unlearnable": 0}
 
     def on_episode(episode: int, task: Any, reward: float) -> None:
-        if state["mastered_at"] is not None:
-            return
         state["unlearnable"] += task.label in unlearnable
         if (episode + 1) % CHECK_EVERY == 0 and all(student.is_mastered(i) for i in learnable):
             state["mastered_at"] = episode + 1
+            raise _Mastered
 
     with Curriculum(config) as built:
-        run_direct(built, space, episodes=MAX_EPISODES, epoch_length=MAX_EPISODES, on_episode=on_episode)
+        try:
+            run_direct(built, space, episodes=MAX_EPISODES, epoch_length=MAX_EPISODES, on_episode=on_episode)
+        except _Mastered:
+            pass
     episodes = state["mastered_at"] or MAX_EPISODES
     return {"episodes_to_master_all": episodes, "never_mastered": state["mastered_at"] is None,
             "unlearnable_share": state["unlearnable"] / episodes}

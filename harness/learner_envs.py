@@ -27,7 +27,8 @@ and noisy variants waste samples without corrupting what the policy learns elsew
 
 Both follow the contract of `harness.envs`: `set_env_config(env_cfg)` validates at once
 (ValueError naming the key) and applies at the next `reset()`, keys a config leaves out take
-the constructor default, the metadata key `"label"` is ignored and unknown keys are refused.
+the constructor default, the metadata keys (`harness.episodes.METADATA_KEYS`: `label`,
+`task_tag`) are ignored and unknown keys are refused.
 Episodes end with `terminated` at the goal and `truncated` at the time limit
 (`time_limit_factor * difficulty + 2` steps); returns stay in [0, 1], the default
 `score_range` of a curriculum. Randomness comes from the constructor `seed` or a
@@ -50,7 +51,7 @@ from gymnasium.utils import seeding
 import numpy as np
 
 from curriculum import TaskGenerator
-from harness.envs import IGNORED_CONFIG_KEYS
+from harness.episodes import METADATA_KEYS
 
 __all__ = [
     "LEARNABLE",
@@ -134,7 +135,7 @@ class _ConfiguredEnv(gymnasium.Env):
         if not isinstance(env_cfg, Mapping):
             raise ValueError(f"Expected `env_cfg` to be a mapping, received {type(env_cfg).__name__}")
         keys = self.config_keys
-        unknown = [key for key in env_cfg if key not in keys and key not in IGNORED_CONFIG_KEYS]
+        unknown = [key for key in env_cfg if key not in keys and key not in METADATA_KEYS]
         if unknown:
             raise ValueError(
                 f"Unknown env config key(s) {', '.join(repr(k) for k in unknown)} for {type(self).__name__}; "
