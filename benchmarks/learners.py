@@ -38,7 +38,7 @@ import numpy as np
 from harness.learner_envs import IMPOSSIBLE, LEARNABLE, NOISY, TASK_FAMILIES
 from harness.learners import CURRICULA, LEARNER_LIMITS, LearnerRun, compare_to_uniform, run_learner
 
-__all__ = ["run_one", "summarise", "table", "plot", "main"]
+__all__ = ["run_one", "summarise", "table", "mastery_table", "plot", "main"]
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_JSON = HERE / "learners.json"
@@ -153,6 +153,28 @@ def table(summary: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def mastery_table(runs: list[dict[str, Any]]) -> str:
+    """Per family and curriculum, the mean step (thousands) at which each learnable variant was
+    first reached (a solved training episode) and first mastered (solved by the greedy policy);
+    a seed that never got there counts its run's last step."""
+    keys = sorted({(r["family"], r["curriculum"]) for r in runs}, key=lambda k: (k[0], CURRICULA.index(k[1])))
+    lines = []
+    for family in sorted({k[0] for k in keys}):
+        labels = list(next(r for r in runs if r["family"] == family)["mastered"])
+        lines += [f"| {family}: thousands of steps to reach / master | " + " | ".join(labels) + " |",
+                  "|---|" + "---|" * len(labels)]
+        for _, curriculum in (k for k in keys if k[0] == family):
+            chosen = [r for r in runs if r["family"] == family and r["curriculum"] == curriculum]
+            cells = []
+            for label in labels:
+                reached = np.mean([(r["reached"][label] or r["total_steps"]) / 1000 for r in chosen])
+                mastered = np.mean([(r["mastered"][label] or r["total_steps"]) / 1000 for r in chosen])
+                cells.append(f"{reached:.1f} / {mastered:.1f}")
+            lines.append(f"| {curriculum} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def plot(runs: list[dict[str, Any]], path: Path, *, curricula: tuple[str, ...] = ("learning_progress", "uniform")) -> None:
     """Sampling share per difficulty (stacked) over training steps, one panel per family and
     curriculum, averaged over seeds (each window's episode counts summed over the runs that
@@ -230,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(runs)} runs in {meta['wall_seconds']:.0f} s with {args.workers} workers, "
               f"load average at the end {meta['loadavg_at_end']}")
     print(table(summarise(runs)))
+    print()
+    print(mastery_table(runs))
     plot(runs, args.out)
     print(f"wrote {args.out}")
     return 0
