@@ -35,23 +35,25 @@ from harness.learners import (  # noqa: E402
 
 pytestmark = pytest.mark.learner
 
-#: Uniform runs by (family, seed), shared by the checks and the canary of a family (one
-#: xdist group per family keeps them in one process).
-_UNIFORM: dict[tuple[str, int], LearnerRunResult] = {}
+#: Runs by (family, curriculum factory or "uniform", seed), shared by the checks and the
+#: canary of a family (one xdist group per family keeps them in one process).
+_RUNS: dict[tuple[str, Any, int], LearnerRunResult] = {}
 
 
 def _uniform(family: str, seed: int) -> LearnerRunResult:
-    key = (family, seed)
-    if key not in _UNIFORM:
-        _UNIFORM[key] = run_learner(LearnerRun(family, "uniform", seed=seed, post_mastery_steps=0))
-    return _UNIFORM[key]
+    key = (family, "uniform", seed)
+    if key not in _RUNS:
+        _RUNS[key] = run_learner(LearnerRun(family, "uniform", seed=seed, post_mastery_steps=0))
+    return _RUNS[key]
 
 
 def _compare(family: str, seeds: list[int], factory: Callable[..., Any]) -> list[LearnerComparison]:
     comparisons = []
     for seed in seeds:
-        run = run_learner(LearnerRun(family, "learning_progress", seed=seed), curriculum_factory=factory)
-        comparisons.append(compare_to_uniform(run, _uniform(family, seed)))
+        key = (family, factory, seed)
+        if key not in _RUNS:
+            _RUNS[key] = run_learner(LearnerRun(family, "learning_progress", seed=seed), curriculum_factory=factory)
+        comparisons.append(compare_to_uniform(_RUNS[key], _uniform(family, seed)))
     return comparisons
 
 
@@ -89,17 +91,26 @@ def test_learning_progress_beats_uniform_on_a_real_learner(family, scenario_seed
 
 @pytest.mark.xdist_group("corridor")
 def test_canary_noise_rewarding_lp_is_caught(scenario_seed, uses_builtin_curriculum) -> None:
-    """The tier fails on `harness.faults.make_noise_rewarding_lp` (LP that rewards noise)."""
+    """The share check fails on `harness.faults.make_noise_rewarding_lp` (LP that rewards
+    noise), and for the canary's reason: it samples impossible and noisy variants more than
+    the built-in learning progress does on the same seeds."""
     if not uses_builtin_curriculum:
-        pytest.skip("the canary is checked against the built-in tier only")
+        pytest.skip("the canary is checked against the built-in curriculum only")
+    from curriculum import Curriculum
+
     family = "corridor"
     seeds = run_seeds(scenario_seed, LIMITS.seeds)
-    comparisons = _compare(family, seeds, make_noise_rewarding_lp)
-    shares = [c.unlearnable_share_ratio for c in comparisons]
-    failures = _judge(family, comparisons, seeds, _strict)
+    canary = _compare(family, seeds, make_noise_rewarding_lp)
+    builtin = _compare(family, seeds, Curriculum)
+    failures = _judge(family, canary, seeds, _strict)
+    canary_share = mean_statistic([c.unlearnable_share_ratio for c in canary])
+    builtin_share = mean_statistic([c.unlearnable_share_ratio for c in builtin])
     assert any("impossible and noisy variants until mastery" in f for f in failures), (
-        f"the noise-rewarding canary passed the share check: mean share ratio {mean_statistic(shares):.3g} "
-        f"over seeds {seeds}, limit {LIMITS.max_unlearnable_share_ratio}")
+        f"the noise-rewarding canary passed the share check: mean share ratio {canary_share:.3g} over seeds "
+        f"{seeds}, limit {LIMITS.max_unlearnable_share_ratio}")
+    assert canary_share > builtin_share, (
+        f"the share check does not separate the noise-rewarding canary from the built-in learning progress: "
+        f"mean share ratio {canary_share:.3g} (canary) vs {builtin_share:.3g} (built-in) over seeds {seeds}")
 
 
 def _strict(name: str, values: list[float], limit: float, *, seeds: list[int], what: str, fmt: str,
