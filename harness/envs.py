@@ -72,6 +72,8 @@ DONE_FLAG_MODES: Final = ("hold", "pulse")
 set at that one step only (a multi-agent env that reports each agent's end once)."""
 
 _ACTION_SPACE = gymnasium.spaces.Discrete(1)
+_REWARD_GRID = 2.0**20
+"""Per-step rewards of multi-step `TaskDependencyEnv` episodes are multiples of 1/_REWARD_GRID."""
 
 
 def _is_int(value: Any) -> bool:
@@ -255,7 +257,11 @@ class TaskDependencyEnv(_HarnessEnv):
         """One practice episode of the student; the env episode ends after `episode_length`."""
         if not self._episode_running:
             raise self._episode_ended_error()
-        reward = self._simulator.sample_task(self._task_index) / self._episode_length
+        reward = self._simulator.sample_task(self._task_index)
+        if self._episode_length > 1:
+            # a share of the practice reward that float32 holds exactly, so the episode's return
+            # (the sum of what the buffer paid) never exceeds the student's reward in [0, 1]
+            reward = math.floor(reward / self._episode_length * _REWARD_GRID) / _REWARD_GRID
         self._step += 1
         self._return += reward
         self.rewards[0] = reward
@@ -641,7 +647,7 @@ class ResourceChainEnv(_HarnessEnv):
                 "truncated_by_desync": self._truncate_episode,
             },
             EPISODE_RECORD_KEY: self._record(
-                {**self._config, "episode_steps": self._episode_steps}, (self._paid,) * self.num_agents,
-                ENDED_DESYNC if self._truncate_episode else ENDED_TERMINAL, step),
+                self._config, (self._paid,) * self.num_agents, ENDED_DESYNC if self._truncate_episode else ENDED_TERMINAL,
+                step, episode_steps=self._episode_steps),
         }
         return self.observations, self.rewards, self.terminals, self.truncations, [info]

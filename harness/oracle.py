@@ -33,12 +33,13 @@ Mismatches name the metric, the oracle's value, the reported value, where, and t
 from __future__ import annotations
 
 import math
+import pickle
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.episodes import ENDED_DESYNC, EPISODE_RECORD_KEY, EpisodeRecord
+from harness.episodes import ENDED_DESYNC, EPISODE_RECORD_KEY, METADATA_KEYS, EpisodeRecord
 
 __all__ = [
     "AccountingOracle",
@@ -47,6 +48,7 @@ __all__ = [
     "reference_gini",
     "reference_entropy",
     "mean_return",
+    "DRAW_TEST_Z",
 ]
 
 # The metric names of the stats pipeline, written out here on purpose: the oracle is the
@@ -82,6 +84,10 @@ _POOL_RENAMES: Final = {"late_completions": "total_late_completions", "evictions
                         "per_label_lp_scores": "pool_per_label_lp_scores"}
 
 _MAX_LISTED: Final = 25
+DRAW_TEST_Z: Final = 6.0
+"""z-score of the draw test's chi-square above which hand-outs contradict the reported
+distribution (one-sided normal tail at 6: about 1e-9)."""
+_MIN_DRAWS_TESTED: Final = 200
 
 
 class OracleMismatch(AssertionError):
@@ -261,6 +267,7 @@ class AccountingOracle:
         self._unpaired: list[EpisodeRecord] = []
         self._tag_of_id: dict[Any, Any] = {}
         self._id_of_tag: dict[Any, Any] = {}
+        self._config_of_tag: dict[Any, dict[str, Any]] = {}
         self._watched: WatchedCurriculum | None = None
         self.pool_reports: list[dict[str, Any]] = []
         """Pool-wide numbers reported in the infos (`curriculum_stats/<key>` without the group), in order."""
@@ -343,6 +350,12 @@ class AccountingOracle:
             if claims.get(_LATE, 0) not in (0, 1):
                 self.mismatch(f"late_completions for {where}: expected 0 or 1, reported {claims.get(_LATE)!r}")
         task_id, tag = claims.get(_TASK_ID), record.tag
+        if tag is not None:
+            config = {k: v for k, v in record.config.items() if k not in METADATA_KEYS}
+            known_config = self._config_of_tag.setdefault(tag, config)
+            if known_config != config:
+                self.mismatch(f"the task of tag {tag} ran with config {config} in {where}, but earlier with "
+                              f"{known_config}: a task's config must be a function of its id")
         if task_id is not None and tag is not None:
             known_tag = self._tag_of_id.setdefault(task_id, tag)
             known_id = self._id_of_tag.setdefault(tag, task_id)
@@ -514,7 +527,10 @@ def _pool_entries(stats: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _same_numbers(report: Mapping[str, Any], entries: Mapping[str, Any], tolerance: float) -> bool:
-    if set(report) != {k for k, v in entries.items() if _number(v) is not None}:
+    """Whether a pool report holds exactly the numbers of a `stats()` result (keys that share a
+    name with per-episode entries, like `stage`, are left out on both sides)."""
+    numbers = {k for k, v in entries.items() if _number(v) is not None and k.split("/", 1)[0] not in _EPISODE_PARTS}
+    if set(report) != numbers:
         return False
     return all(_close(_number(report[k]), _number(entries[k]), tolerance=tolerance) for k in report)
 
@@ -548,6 +564,8 @@ class WatchedCurriculum:
         """Every `stats()` result handed out, as the wrapper reports it in the infos."""
         self.credited: dict[Any, list[float]] = defaultdict(list)
         self.handed: Counter = Counter()
+        self.expected: Counter = Counter()
+        """Per task, the summed probability `sampling_probabilities()` gave it at each hand-out."""
         self.total = 0
         self.late = 0
         self.evictions = 0
@@ -578,10 +596,18 @@ class WatchedCurriculum:
         if self.pool is not None and task_id not in self.pool:
             oracle.mismatch(f"get_task() handed out task {task_id}, which is not in the pool {sorted(self.pool)}")
         self.handed[task_id] += 1
+        probabilities = getattr(self.inner, "sampling_probabilities", None)
+        if callable(probabilities) and self.pool is not None:
+            p = probabilities()
+            if len(p) == len(self.pool):  # slot order is pool order: p[i] is the chance of the i-th task
+                for slot_task, chance in zip(self.pool, p):
+                    self.expected[slot_task] += float(chance)
         return task
 
     def update_task_performance(self, task_id: Any, score: float) -> Any:
         in_pool = None if self.pool is None else task_id in self.pool
+        # the label of a task handed out here, else (a worker copy handed it out) of the pool's task
+        label = getattr(self.pool[task_id], "label", None) if in_pool else self.identity.get(task_id, (None,))[0]
         stage_before = self.inner.stage if self.staged is not None else None
         result = self.inner.update_task_performance(task_id, score)  # refused input raises: nothing to log
         oracle = self.oracle
@@ -597,7 +623,6 @@ class WatchedCurriculum:
             self.total += 1
             self.credited[task_id].append(float(score))
             if self.staged is not None:
-                label = self.identity.get(task_id, (None, None))[0]
                 self.staged.credit(label, float(score))
         before = set(self.pool) if self.pool is not None else None
         self._observe_pool(f"after {where}")
@@ -624,7 +649,8 @@ class WatchedCurriculum:
         return reported
 
     def __reduce__(self) -> Any:
-        return self.inner.__reduce_ex__(4)  # a copy (a worker's) is the curriculum itself, unwatched
+        # a copy (a worker's private one, under centralized tracking) is the curriculum itself, unwatched
+        return pickle.loads, (pickle.dumps(self.inner),)
 
     # ---- checks ------------------------------------------------------------------------------
     def _observe_pool(self, when: str) -> None:
@@ -699,3 +725,33 @@ class WatchedCurriculum:
     def _finish(self) -> None:
         if callable(getattr(self.inner, "stats", None)):
             self._check_stats(self.inner.stats(), f"at the end, after {len(self.updates)} updates")
+        self._check_draws()
+
+    def _check_draws(self) -> None:
+        """The hand-outs must follow the distribution `sampling_probabilities()` reported for them:
+        Pearson's chi-square over tasks (those expected fewer than 5 times pooled), judged with
+        the Wilson-Hilferty normal approximation at z > `DRAW_TEST_Z` (a chance below 1e-9)."""
+        expected = self.expected
+        if not expected or sum(expected.values()) < _MIN_DRAWS_TESTED:
+            return
+        cells: list[tuple[float, float]] = []
+        rest_observed = rest_expected = 0.0
+        for task_id, chance in expected.items():
+            if chance >= 5.0:
+                cells.append((self.handed.get(task_id, 0), chance))
+            else:
+                rest_observed += self.handed.get(task_id, 0)
+                rest_expected += chance
+        if rest_expected >= 5.0:
+            cells.append((rest_observed, rest_expected))
+        df = len(cells) - 1
+        if df < 1:
+            return
+        statistic = sum((o - e) ** 2 / e for o, e in cells)
+        z = ((statistic / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
+        if z > DRAW_TEST_Z:
+            worst = sorted(((o - e) / math.sqrt(e), o, e) for o, e in cells)[-1]
+            self.oracle.mismatch(
+                f"the {sum(self.handed.values())} hand-outs do not follow sampling_probabilities(): chi-square "
+                f"{statistic:.1f} on {df} degrees of freedom (z = {z:.1f}, limit {DRAW_TEST_Z}); the most over-drawn "
+                f"task was handed out {worst[1]:.0f} times, expected {worst[2]:.1f}")

@@ -64,6 +64,7 @@ __all__ = [
     "run_vectorized",
     "default_num_workers",
     "task_dependency_info",
+    "completion_info",
 ]
 
 METRICS_DIR_ENV: Final = "CURRICULUM_HARNESS_METRICS_DIR"
@@ -100,6 +101,26 @@ def task_dependency_info(simulator: TaskDependencySimulator, task_index: int, ep
             "episode_return": episode_return,
         }
     }
+
+
+_EPISODE_KEY: Final = stat_key(EPISODES)
+_TASK_ID_KEY: Final = stat_key(TASK_ID)
+_DESYNC_KEY: Final = stat_key(DESYNC_TRUNCATIONS)
+_SCORE_KEY: Final = stat_key(SCORE)
+_STAGE_KEY: Final = stat_key(STAGE)
+_SAMPLES_PREFIX: Final = stat_key(PER_LABEL_SAMPLES) + "/"
+
+
+def completion_info(task: Any, score: float, record: Callable[[int, str, float], dict[str, Any]], *,
+                    stage: int | None = None) -> dict[str, Any]:
+    """What a `CurriculumEnv` reports for one full episode of `task`, for loops with no env:
+    the episode entries, then `record(task_id, label, score)` (a `CompletionRecorder.record`)."""
+    label = task.label
+    info = {_EPISODE_KEY: 1, _SAMPLES_PREFIX + label: 1, _TASK_ID_KEY: task.task_id, _DESYNC_KEY: 0, _SCORE_KEY: score}
+    info.update(record(task.task_id, label, score))
+    if stage is not None:
+        info[_STAGE_KEY] = stage
+    return info
 
 
 def _default_recorder() -> tuple[MetricsRecorder, bool]:
@@ -231,22 +252,13 @@ def run_direct(
     sample = simulator.sample_task
     stats = log.stats
     staged = getattr(curriculum, "stage", None) is not None
-    episodes_key, samples_key, task_id_key = stat_key(EPISODES), stat_key(PER_LABEL_SAMPLES), stat_key(TASK_ID)
-    desync_key, score_key, stage_key = stat_key(DESYNC_TRUNCATIONS), stat_key(SCORE), stat_key(STAGE)
     for episode in range(episodes):
         task = get_task()
         label = task.label
         task_index = task.env_cfg["task_index"]
         reward = sample(task_index)
         info = task_dependency_info(simulator, task_index, reward)
-        info[episodes_key] = 1
-        info[f"{samples_key}/{label}"] = 1
-        info[task_id_key] = task.task_id
-        info[desync_key] = 0
-        info[score_key] = reward
-        info.update(record(task.task_id, label, reward))
-        if staged:
-            info[stage_key] = curriculum.stage
+        info.update(completion_info(task, reward, record, stage=curriculum.stage if staged else None))
         if oracle is not None:
             info[EPISODE_RECORD_KEY] = EpisodeRecord("direct", episode, dict(task.env_cfg), (reward,), ENDED_TERMINAL, 1)
             oracle.observe((info,))
@@ -486,22 +498,20 @@ def _watched(oracle: Any, curriculum: Any) -> Any:
     return curriculum if isinstance(curriculum, WatchedCurriculum) else oracle.watch(curriculum)
 
 
-_EPISODES_KEY: Final = stat_key(EPISODES)
-_LABEL_PREFIX: Final = stat_key(PER_LABEL_SAMPLES) + "/"
 
 
 def _count_episodes(infos: Sequence[Any], log: _EpochLog, reported: _ReportedPerformance | None = None) -> None:
     """Count the episodes a step's infos report (one info per ended episode, labelled by its
     `per_label_samples/<label>` key, as `CurriculumEnv` emits)."""
     for info in infos:
-        if not isinstance(info, Mapping) or _EPISODES_KEY not in info:
+        if not isinstance(info, Mapping) or _EPISODE_KEY not in info:
             continue
         if reported is not None:
             reported.update(info)
-        label = next((key[len(_LABEL_PREFIX):] for key in info if key.startswith(_LABEL_PREFIX)), None)
+        label = next((key[len(_SAMPLES_PREFIX):] for key in info if key.startswith(_SAMPLES_PREFIX)), None)
         if label is None:
             raise ValueError(
-                f"Expected an episode-end info with a '{_LABEL_PREFIX}<label>' key beside '{_EPISODES_KEY}', "
+                f"Expected an episode-end info with a '{_SAMPLES_PREFIX}<label>' key beside '{_EPISODE_KEY}', "
                 f"received keys {sorted(info)}"
             )
         log.count(label)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -111,8 +112,9 @@ def test_task_dependency_env_rewards_come_from_its_simulator() -> None:
     twin = TaskDependencySimulator(4, seed=3, edges=[])
     env.set_env_config({"task_index": 2, "label": "task_2"})
     rewards, infos, terminal, truncated = run_episode(env)
-    expected = [twin.sample_task(2) / 5 for _ in range(5)]
-    assert rewards == pytest.approx(expected, rel=1e-6)  # float32 reward buffer
+    grid = 2.0**20  # multi-step episodes pay multiples of 2**-20: exact in the float32 reward buffer
+    expected = [math.floor(twin.sample_task(2) / 5 * grid) / grid for _ in range(5)]
+    assert rewards == expected
     assert (terminal, truncated) == (True, False)
     info = infos[0]["task_dependency"]
     assert info["task_index"] == 2
