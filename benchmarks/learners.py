@@ -252,6 +252,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(runs)} runs in {meta['wall_seconds']:.0f} s with {args.workers} workers, "
               f"load average at the end {meta['loadavg_at_end']}")
     print(table(summarise(runs)))
+    over = [r for r in runs if r["wall_time"] > LEARNER_LIMITS.run_wall_budget]
+    print(f"\nruns over the {LEARNER_LIMITS.run_wall_budget:.0f} s budget: {len(over)} of {len(runs)}"
+          + (f" (longest {max(r['wall_time'] for r in over):.0f} s)" if over else ""))
     print()
     print(mastery_table(runs))
     plot(runs, args.out)
