@@ -144,6 +144,9 @@ def pytest_configure(config: pytest.Config) -> None:
             f"combined with {OPTION_CURRICULUM}, {OPTION_CURRICULUM_ENV}, {OPTION_SEEDS} or {OPTION_BASE_SEED}"
         )
     config.addinivalue_line("markers", "scenario: a scenario of the curriculum gate")
+    # the statistical checks of one setup share its runs; with pytest-xdist's `--dist loadgroup`
+    # they run in one worker (the mark is pytest-xdist's; declared here for runs without it)
+    config.addinivalue_line("markers", "xdist_group(name): run in the same xdist worker as the group")
     _STATE.__init__()  # a new session (pytester runs several in one process)
 
 

@@ -14,6 +14,7 @@ import pytest
 from harness.experiments import checks_of
 
 
+@pytest.mark.xdist_group("dependency_chain")  # its checks share the setup's runs (`--dist loadgroup`)
 @pytest.mark.parametrize("check", [check.name for check in checks_of("dependency_chain")])
 def test_chain_is_mastered_in_order_and_faster_than_uniform(judge, check: str) -> None:
     judge(check)

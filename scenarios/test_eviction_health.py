@@ -18,6 +18,8 @@ from harness.thresholds import EVICTION
 
 MIN_PRESENTATIONS = CurriculumConfig.__dataclass_fields__["min_presentations"].default
 
+pytestmark = pytest.mark.xdist_group("eviction")  # the tests share the setup's runs (`--dist loadgroup`)
+
 
 @pytest.fixture
 def eviction_runs(setup_runs, curriculum_factory, require_capability):

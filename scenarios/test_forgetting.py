@@ -9,7 +9,11 @@ judges the revisit share's mean over `FORGETTING.seeds` seeds (`harness.experime
 
 from __future__ import annotations
 
+import pytest
+
 from harness.thresholds import FORGETTING
+
+pytestmark = pytest.mark.xdist_group("forgetting")  # the tests share the setup's runs (`--dist loadgroup`)
 
 
 def test_every_task_is_mastered_before_the_decay(setup_runs) -> None:

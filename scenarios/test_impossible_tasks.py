@@ -13,8 +13,9 @@ import pytest
 
 from harness.experiments import checks_of
 
-CHECKS = [check.name for setup in ("impossible_zero", "impossible_noise", "mostly_impossible")
-          for check in checks_of(setup)]
+# the checks of one setup share its runs: under xdist `--dist loadgroup` they run in one worker
+CHECKS = [pytest.param(check.name, marks=pytest.mark.xdist_group(setup))
+          for setup in ("impossible_zero", "impossible_noise", "mostly_impossible") for check in checks_of(setup)]
 
 
 @pytest.mark.parametrize("check", CHECKS)
