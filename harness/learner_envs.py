@@ -42,6 +42,7 @@ curriculum draws them from (`VariantCycleGenerator`). This module imports no tor
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Final
@@ -377,7 +378,7 @@ class LearnerTaskFamily:
         for variant in self.variants:
             if variant.kind not in VARIANT_KINDS:
                 raise ValueError(f"Expected variant kind in {VARIANT_KINDS}, received {variant.kind!r}")
-        object.__setattr__(self, "generator", VariantCycleGenerator(self.variants))
+        object.__setattr__(self, "generator", VariantCycleGenerator(self.variants, cycle_ids=self.default_pool_size))
 
     def labels_of(self, *kinds: str) -> tuple[str, ...]:
         """Labels of the variants of these kinds, easiest first."""
@@ -400,22 +401,37 @@ class LearnerTaskFamily:
 
 
 class VariantCycleGenerator(TaskGenerator):
-    """Task id `k` is variant `k % len(variants)`: a pool whose size is a multiple of the number
-    of variants holds every variant equally often, now and after any eviction (an evicted task
-    is replaced by a fresh copy of its variant), so a curriculum differs from uniform sampling
-    only by how it samples, never by which variants its pool happened to draw."""
+    """Task ids below `cycle_ids` go round the variants (id `k` is variant `k % len(variants)`);
+    later ids draw a variant uniformly, from a hash of the id.
 
-    def __init__(self, variants: Sequence[Variant]) -> None:
+    With `cycle_ids` the pool size (a multiple of the number of variants), the first pool holds
+    every variant equally often, so uniform sampling (which never evicts) samples every
+    variant exactly equally; a curriculum that evicts admits later ids, as random as a real
+    task generator's, so which variants it lets in is part of what it is judged on."""
+
+    def __init__(self, variants: Sequence[Variant], *, cycle_ids: int = 0) -> None:
         if not variants:
             raise ValueError("Expected at least one variant, received none")
+        if not _is_int(cycle_ids) or cycle_ids < 0:
+            raise ValueError(f"Expected `cycle_ids` to be a non-negative integer, received {cycle_ids!r}")
         self.variants = tuple(variants)
+        self.cycle_ids = int(cycle_ids)
+
+    def variant_of(self, task_id: int) -> Variant:
+        """The variant task `task_id` runs."""
+        count = len(self.variants)
+        if task_id < self.cycle_ids:
+            return self.variants[task_id % count]
+        digest = hashlib.blake2b(task_id.to_bytes(8, "little", signed=True), digest_size=8).digest()
+        return self.variants[int.from_bytes(digest, "little") % count]
 
     def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
-        variant = self.variants[task_id % len(self.variants)]
+        variant = self.variant_of(task_id)
         return dict(variant.env_cfg), variant.label
 
     def describe(self) -> dict[str, Any]:
-        return {"type": "variant_cycle", "variants": [[v.label, sorted(v.env_cfg.items())] for v in self.variants]}
+        return {"type": "variant_cycle", "cycle_ids": self.cycle_ids,
+                "variants": [[v.label, sorted(v.env_cfg.items())] for v in self.variants]}
 
     @property
     def labels(self) -> tuple[str, ...]:

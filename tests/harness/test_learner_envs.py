@@ -203,18 +203,27 @@ def test_envs_pass_gymnasiums_checker(env_class) -> None:
 
 
 # ---- families and the variant generator ------------------------------------------------------
-def test_variant_cycle_generator_gives_every_variant_equally_often() -> None:
+def test_variant_cycle_generator_cycles_over_the_first_pool_then_draws_at_random() -> None:
     family = corridor_family()
     generator = family.generator
     assert isinstance(generator, VariantCycleGenerator)
     count = len(family.variants)
-    for task_id in range(3 * count):
+    assert generator.cycle_ids == family.default_pool_size == 2 * count
+    for task_id in range(generator.cycle_ids):  # the first pool: every variant twice
         env_cfg, label = generator.generate(task_id)
         variant = family.variants[task_id % count]
         assert (env_cfg, label) == (variant.env_cfg, variant.label)
+    later = [generator.generate(task_id)[1] for task_id in range(generator.cycle_ids, generator.cycle_ids + 5000)]
+    assert later == [generator.generate(task_id)[1] for task_id in range(generator.cycle_ids, generator.cycle_ids + 5000)]
+    shares = [later.count(v.label) / len(later) for v in family.variants]
+    assert min(shares) > 0.08 and max(shares) < 0.12  # uniform over the variants (0.1 each)
+    assert later[:count] != [v.label for v in family.variants]  # not the cycle
     generator.generate(0)[0]["length"] = 99  # a caller's edit never reaches the variant
     assert family.variants[0].env_cfg == {"length": 1}
     assert generator.labels == tuple(v.label for v in family.variants)
+    message = "Expected `cycle_ids` to be a non-negative integer, received -1"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        VariantCycleGenerator(family.variants, cycle_ids=-1)
 
 
 @pytest.mark.parametrize("name", list(TASK_FAMILIES))
