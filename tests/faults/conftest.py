@@ -2,7 +2,7 @@
 
 Every test here is marked `faults` (`pytest -m faults` runs them alone). A test records what
 it measured with the `fault_figure` fixture; the figures travel with the test reports (also
-from xdist workers) and print in the terminal summary.
+from xdist workers) and print in the terminal summary (hooks in the repository's root `conftest.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-#: user_properties key of a measured figure: (name, value, what it counts).
+#: user_properties key of a measured figure (read by the summary hook in the root conftest.py).
 FIGURE_PROPERTY = "fault_figure"
 HERE = Path(__file__).resolve().parent
 
@@ -32,23 +32,3 @@ def fault_figure(request: pytest.FixtureRequest) -> Callable[[str, Any, str], No
         request.node.user_properties.append((FIGURE_PROPERTY, (name, value, what)))
 
     return record
-
-
-_FIGURES: list[tuple[str, Any, str]] = []
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when != "call":
-        return
-    for key, value in report.user_properties:
-        if key == FIGURE_PROPERTY:
-            _FIGURES.append(tuple(value))
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _FIGURES:
-        return
-    terminalreporter.section("fault-injection figures")
-    for name, value, what in sorted(_FIGURES, key=lambda figure: figure[0]):
-        shown = f"{value:,}" if isinstance(value, int) else f"{value:.4g}" if isinstance(value, float) else str(value)
-        terminalreporter.write_line(f"{name}: {shown}  ({what})")
