@@ -13,10 +13,11 @@ The shared backend is one file in /dev/shm, created exclusively (mode 0600) by i
   holder saves the pre-image of the global arrays when it takes the lock and the pre-image of
   each slot row before its first write to it. A holder killed at any instruction leaves the
   journal open, and the next holder rolls the block back to the state before that section.
-- Slot rows carry a version (a seqlock: odd while the row is being written), so a lock-free
-  reader of several values of one slot gets them from one state, and `snapshot()` copies the
-  whole block as of one moment between transactions; neither waits for a stuck or dead holder
-  (the journal holds the state before its open transaction).
+- Transactions are numbered (odd while open) and each slot row carries the number of the
+  last transaction that wrote it (a seqlock), so a lock-free reader of several values of one
+  slot gets them from one state, and `snapshot()` copies the whole block as of one moment
+  between transactions; neither waits for a stuck or dead holder (the journal holds the state
+  before its open transaction).
 - The header names the creating process (pid and start time) and every process using the
   block holds a shared open-file-description lock on it, so `remove_orphaned_segments()` can
   tell a block whose users are all gone from one in use.
@@ -86,15 +87,14 @@ change the same data again and again faster than one read)."""
 _SNAPSHOT_TRIES = 3
 
 # Control words at the start of a shared block's data.
-_SEQ = 0  # even: no transaction open; odd: the lock holder's transaction is open
+_SEQ = 0  # transaction number: odd while the lock holder's transaction is open, even between
 _HOLDER = 1  # pid of the lock holder (0 when free), for error messages
-_ROWS_N = 2  # slot rows journaled in the open transaction
-_FULL = 3  # 1: every slot row is journaled (the whole rows block has a pre-image)
-_REPAIRS = 4  # transactions of dead holders rolled back
-_FINISHES = 5  # commits of dead holders whose row versions were completed
+_JOURNAL = 2  # slot rows journaled in the open transaction, or _ALL_ROWS
+_REPAIRS = 3  # transactions of dead lock holders rolled back by the next holder
 _JOURNAL_ROWS = 8  # slot numbers of the journaled rows start here...
-_MAX_JOURNAL_ROWS = 8  # ...and past this many rows the whole rows block is journaled
+_MAX_JOURNAL_ROWS = 8  # ...and past this many rows the whole rows block is journaled at once
 _CONTROL_WORDS = _JOURNAL_ROWS + _MAX_JOURNAL_ROWS
+_ALL_ROWS = -1
 
 _FLOCK = struct.Struct("hhqqi4x")  # struct flock on Linux (l_type, l_whence, l_start, l_len, l_pid)
 _PID = os.getpid()
@@ -362,8 +362,12 @@ class _SegmentLock:
         self.timeout = timeout
         self._fd = -1
         self._closed = False
-        self.in_transaction = False
         _LOCKS.add(self)
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether this process holds the lock (its transaction is open)."""
+        return self._backend._txn != 0
 
     def _open(self) -> int:
         # An flock belongs to an open file description: each process opens its own, and a
@@ -374,7 +378,8 @@ class _SegmentLock:
         return self._fd
 
     def acquire(self) -> None:
-        if self.in_transaction:
+        backend = self._backend
+        if backend._txn:
             raise CurriculumError(f"The shared tracker lock {self.path!r} is already held by this process")
         fd = self._fd
         if fd < 0:
@@ -383,8 +388,7 @@ class _SegmentLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._acquire_slow(fd)
-        self._backend._begin()
-        self.in_transaction = True
+        backend._begin()
 
     def _acquire_slow(self, fd: int) -> None:
         # The critical section is ~1 us: first yield the CPU to the holder a few times (cheap
@@ -412,15 +416,14 @@ class _SegmentLock:
                 )
 
     def release(self) -> None:
-        if self.in_transaction:
-            self.in_transaction = False
-            self._backend._commit()
+        backend = self._backend
+        if backend._txn:
+            backend._commit()
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def touch(self, slot: int) -> None:
-        """Journal slot row `slot` before its first write in this transaction."""
-        if self.in_transaction:
-            self._backend._journal_row(slot)
+        """Journal slot row `slot` before its first write in this transaction (no-op outside one)."""
+        self._backend.touch(slot)
 
     def __enter__(self) -> None:
         self.acquire()
@@ -432,14 +435,14 @@ class _SegmentLock:
         if self._fd >= 0:
             os.close(self._fd)  # the parent's description: closing this copy keeps the parent's lock
         self._fd = -1
-        self.in_transaction = False
+        self._backend._txn = 0
 
     def close(self) -> None:
         if self._fd >= 0:
-            os.close(self._fd)
+            os.close(self._fd)  # releases the flock too: an open transaction is rolled back by the next holder
         self._fd = -1
         self._closed = True
-        self.in_transaction = False
+        self._backend._txn = 0
 
 
 _LOCKS: weakref.WeakSet[_SegmentLock] = weakref.WeakSet()
@@ -585,7 +588,9 @@ class SharedMemoryBackend(TaskMemoryBackend):
             else:
                 self.arrays[array_name] = np.ndarray((length,), dtype=dtype, buffer=self._segment.map,
                                                      offset=plan.global_at[array_name])
-        self._journaled_full = False
+        self._row_words = plan.row_words
+        self._txn = 0  # number of this process's open transaction (odd), 0 outside one
+        self._journaled_all = False
         self._lock = _SegmentLock(self, lock_timeout)
 
     # ---- identity ----------------------------------------------------------------------------
@@ -629,118 +634,95 @@ class SharedMemoryBackend(TaskMemoryBackend):
             seq += 1
             control[_SEQ] = seq
             control[_REPAIRS] += 1
-        elif control[_ROWS_N] or control[_FULL]:  # it died after committing, before finishing
-            self._finish_rows()
-            control[_FINISHES] += 1
+        control[_JOURNAL] = 0
         self._globals_shadow[:] = self._globals
-        self._journaled_full = False
+        self._journaled_all = False
+        self._txn = seq + 1
         control[_SEQ] = seq + 1
 
     def _commit(self) -> None:
         control = self._control
-        control[_SEQ] += 1  # the commit point: one store
-        if control[_ROWS_N] or control[_FULL]:
-            self._finish_rows()
+        control[_SEQ] = self._txn + 1  # the commit point: one store
         control[_HOLDER] = 0
-
-    def _finish_rows(self) -> None:
-        """Make the versions of journaled rows even again (after a commit)."""
-        control = self._control
-        if control[_FULL]:
-            versions = self._versions
-            versions += versions & 1
-            control[_FULL] = 0
-        else:
-            rows_q, row_words = self._rows_q, self._plan.row_words
-            for i in range(control[_ROWS_N]):
-                at = control[_JOURNAL_ROWS + i] * row_words
-                version = rows_q[at]
-                if version & 1:
-                    rows_q[at] = version + 1
-        control[_ROWS_N] = 0
+        self._txn = 0
 
     def _roll_back(self) -> None:
-        """Restore the pre-images of an open transaction whose holder died."""
+        """Restore the pre-images of an open transaction whose holder died.
+
+        Each row's data goes back before its version word, so a reader who sees the old
+        version again also sees the old data.
+        """
         control = self._control
         self._globals[:] = self._globals_shadow
-        if control[_FULL]:
-            versions = self._versions.copy()
-            self._rows_2d[:] = self._shadow_2d
-            # rows the dead holder wrote had odd versions: each gets a new even version
-            self._versions[:] = np.where(versions & 1, versions + 1, versions)
-            control[_FULL] = 0
+        journal = control[_JOURNAL]
+        if journal == _ALL_ROWS:
+            self._rows_2d[:, 1:] = self._shadow_2d[:, 1:]
+            self._rows_2d[:, 0] = self._shadow_2d[:, 0]
         else:
-            rows_q, rows, shadow = self._rows_q, self._rows, self._rows_shadow
-            row_words, row_bytes = self._plan.row_words, self._row_bytes
-            for i in range(control[_ROWS_N]):
-                slot = control[_JOURNAL_ROWS + i]
-                version = rows_q[slot * row_words]
-                rows[slot * row_bytes:(slot + 1) * row_bytes] = shadow[slot * row_bytes:(slot + 1) * row_bytes]
-                rows_q[slot * row_words] = (version | 1) + 1  # never an old version: readers must see the change
-        control[_ROWS_N] = 0
+            rows_q, shadow_q, row_words = self._rows_q, self._shadow_q, self._row_words
+            for i in range(journal):
+                at = control[_JOURNAL_ROWS + i] * row_words
+                rows_q[at + 1:at + row_words] = shadow_q[at + 1:at + row_words]
+                rows_q[at] = shadow_q[at]
+        control[_JOURNAL] = 0
 
-    def _journal_row(self, slot: int) -> None:
-        row_words = self._plan.row_words
+    def touch(self, slot: int) -> None:
+        """Journal slot row `slot` before its first write in this transaction (no-op outside one)."""
+        txn = self._txn
+        if not txn:
+            return
         rows_q = self._rows_q
-        at = slot * row_words
-        version = rows_q[at]
-        if version & 1:  # already journaled in this transaction
+        at = slot * self._row_words
+        if rows_q[at] == txn:  # already journaled in this transaction
             return
         control = self._control
-        n = control[_ROWS_N]
-        if self._journaled_full:
+        n = control[_JOURNAL]
+        if n == _ALL_ROWS:
             pass
         elif n < _MAX_JOURNAL_ROWS:
-            row_bytes = self._row_bytes
-            start = slot * row_bytes
-            self._rows_shadow[start:start + row_bytes] = self._rows[start:start + row_bytes]
+            self._shadow_q[at:at + self._row_words] = rows_q[at:at + self._row_words]
             control[_JOURNAL_ROWS + n] = slot
-            control[_ROWS_N] = n + 1
+            control[_JOURNAL] = n + 1
         else:
             self._journal_all_rows()
-        rows_q[at] = version + 1
+        rows_q[at] = txn
 
     def _journal_all_rows(self) -> None:
         """Journal every slot row at once (pool refills, restoring a checkpoint)."""
-        if self._journaled_full:
-            return
         control = self._control
+        n = control[_JOURNAL]
+        if n == _ALL_ROWS:
+            return
         keep = np.ones(self._plan.slots, dtype=bool)
-        keep[[control[_JOURNAL_ROWS + i] for i in range(control[_ROWS_N])]] = False
+        keep[[control[_JOURNAL_ROWS + i] for i in range(n)]] = False
         self._shadow_2d[keep] = self._rows_2d[keep]  # rows already journaled keep their pre-image
-        control[_FULL] = 1
-        self._journaled_full = True
+        control[_JOURNAL] = _ALL_ROWS
 
     def journal_everything(self) -> None:
-        """Before writing every slot row in this transaction (the caller holds the lock)."""
-        if not self._lock.in_transaction:
-            return
-        self._journal_all_rows()
-        versions = self._versions
-        versions |= 1
+        """Before writing every slot row in this transaction (no-op outside one)."""
+        if self._txn:
+            self._journal_all_rows()
+            self._versions[:] = self._txn
 
     # ---- lock-free consistent reads ----------------------------------------------------------
     def read_row(self, slot: int, columns: tuple[int, ...], floats: tuple[bool, ...]) -> tuple[Any, ...]:
         """Words `columns` of slot row `slot` from one state, without the lock.
 
-        The row's version is even and unchanged around the read; or no transaction ran during it;
-        or the row is journaled in an open transaction and its pre-image is read instead.
+        Accepted when no transaction started or ended during the read and the row was not
+        written by the open one (if any); a row that the open transaction (live, stuck or dead)
+        has written is read from its pre-image in the journal instead.
         """
-        at = slot * self._plan.row_words
+        at = slot * self._row_words
         rows_q, rows_d, control = self._rows_q, self._rows_d, self._control
         for attempt in range(_READ_TRIES):
+            seq = control[_SEQ]
             version = rows_q[at]
             values = tuple(rows_d[at + c] if f else rows_q[at + c] for c, f in zip(columns, floats))
-            if not version & 1 and rows_q[at] == version:
-                return values
-            seq = control[_SEQ]
-            if seq & 1:
+            if rows_q[at] == version and control[_SEQ] == seq:
+                if version != seq or not seq & 1:
+                    return values
                 shadow_q, shadow_d = self._shadow_q, self._shadow_d
                 values = tuple(shadow_d[at + c] if f else shadow_q[at + c] for c, f in zip(columns, floats))
-                if control[_SEQ] == seq and rows_q[at] & 1:
-                    return values
-            else:
-                values = tuple(rows_d[at + c] if f else rows_q[at + c] for c, f in zip(columns, floats))
                 if control[_SEQ] == seq:
                     return values
             if attempt >= 8:
@@ -761,14 +743,18 @@ class SharedMemoryBackend(TaskMemoryBackend):
             rows = self._rows_2d.copy()
             global_bytes = bytearray(self._globals)
             if seq & 1:
-                journaled = [control[_JOURNAL_ROWS + i] for i in range(control[_ROWS_N])]
-                full = control[_FULL]
+                journal = control[_JOURNAL]
                 global_bytes = bytearray(self._globals_shadow)
-                rows_shadow = self._shadow_2d.copy() if full else self._shadow_2d[journaled]
+                if journal == _ALL_ROWS:
+                    journaled = None
+                    rows_shadow = self._shadow_2d.copy()
+                else:
+                    journaled = [control[_JOURNAL_ROWS + i] for i in range(journal)]
+                    rows_shadow = self._shadow_2d[journaled]
             if control[_SEQ] != seq:
                 continue
             if seq & 1:
-                if full:
+                if journaled is None:
                     rows = rows_shadow
                 else:
                     rows[journaled] = rows_shadow

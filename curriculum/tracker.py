@@ -80,7 +80,7 @@ class TaskTracker:
         self.last_score = backend["last_score"]
         self.counters = backend["counters"]
         if isinstance(backend, SharedMemoryBackend):
-            self._touch = backend.lock.touch
+            self._touch = backend.touch
             self._row_columns = tuple(backend.column_of(name) for name in _SLOT_ARRAYS)
             self.record = self._record_journaled  # type: ignore[method-assign]
             self.mean_score_at = self._mean_score_at_shared  # type: ignore[method-assign]
