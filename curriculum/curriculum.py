@@ -549,7 +549,8 @@ def _normalise(value: Any) -> Any:
 def _first_difference(created: Any, attaching: Any, path: str = "") -> tuple[str, Any, Any] | None:
     """The first field (dotted path) where two normalised config descriptions differ, with both values."""
     if isinstance(created, dict) and isinstance(attaching, dict):
-        for key in [*created, *(k for k in attaching if k not in created)]:
+        kinds = [k for k in ("name", "type") if k in created]  # another kind of thing: say that, not a field of it
+        for key in [*kinds, *created, *(k for k in attaching if k not in created)]:
             inner = f"{path}.{key}" if path else key
             if key not in created or key not in attaching:
                 return inner, created.get(key, "nothing"), attaching.get(key, "nothing")

@@ -500,3 +500,35 @@ def test_arrays_are_aligned_8_byte_words(shared: SharedMemoryBackend) -> None:
     for array in shared.arrays.values():
         assert array.dtype.itemsize == 8
         assert array.ctypes.data % 8 == 0
+
+
+SHUTDOWN_PROGRAM = textwrap.dedent("""
+    import os, sys
+    from curriculum import Curriculum, SharedMemoryBackend, SharedTrackerError
+    from helpers import lp_config
+
+    kept = Curriculum(lp_config(), shared_memory=True)  # never closed: released at exit
+    attached = SharedMemoryBackend.attach(kept.shared_memory_name)  # never closed either
+    path = f"/dev/shm/curriculum_not_a_tracker_{os.getpid()}"
+    with open(path, "wb") as block:
+        block.write(bytes(64))
+    os.chmod(path, 0o600)
+    try:
+        SharedMemoryBackend.attach(os.path.basename(path))
+    except SharedTrackerError as exc:
+        print(type(exc).__name__, kept.shared_memory_name, flush=True)
+    os.unlink(path)
+""")
+
+
+@pytest.mark.multiprocessing
+def test_a_program_exiting_with_open_or_refused_blocks_prints_nothing_and_leaves_nothing() -> None:
+    """Finalizers run before interpreter shutdown: no error ignored in a destructor, no block left."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    result = subprocess.run([sys.executable, "-c", SHUTDOWN_PROGRAM], capture_output=True, text=True, timeout=120,
+                            env=env, cwd=HERE)
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    error, name = result.stdout.split()
+    assert error == "SharedTrackerError"
+    assert not _shm_path(name).exists()
