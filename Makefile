@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: gate test bench venv clean
+.PHONY: gate test faults bench venv clean
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -19,9 +19,15 @@ venv: $(STAMP)
 gate: $(STAMP)
 	$(BIN)/pytest scenarios/ -n auto $(ARGS)
 
-## The whole test suite: unit, property and scenario tests.
+## The whole test suite: unit, property, fault-injection and scenario tests. tests/faults/ is
+## named so that its conftest (the fault figures in the summary) also loads under xdist.
 test: $(STAMP)
-	$(BIN)/pytest tests/ scenarios/ -n auto $(ARGS)
+	$(BIN)/pytest tests/ tests/faults/ scenarios/ -n auto $(ARGS)
+
+## The fault-injection suite alone (kills, attacks, hostile inputs), figures in the summary.
+## FAULTS_SCALE=1 runs the full counts the README reports (default 0.1).
+faults: $(STAMP)
+	$(BIN)/pytest tests/faults/ -m faults -n auto $(ARGS)
 
 ## Speed and scaling benchmarks (not part of `make test`).
 bench: $(STAMP)

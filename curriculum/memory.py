@@ -136,6 +136,9 @@ class _NullLock:
     def release(self) -> None:
         pass
 
+    def abort(self) -> None:
+        pass
+
     def touch(self, slot: int) -> None:
         pass
 
@@ -388,7 +391,17 @@ class _SegmentLock:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             self._acquire_slow(fd)
-        backend._begin()
+        # open a transaction (inline: this runs once per recorded completion)
+        control = backend._control
+        control[_HOLDER] = _PID
+        seq = control[_SEQ]
+        if seq & 1:  # the previous holder died inside its transaction
+            seq = backend._repair(seq)
+        control[_JOURNAL] = 0
+        backend._globals_shadow[:] = backend._globals
+        seq += 1
+        backend._txn = seq
+        control[_SEQ] = seq
 
     def _acquire_slow(self, fd: int) -> None:
         # The critical section is ~1 us: first yield the CPU to the holder a few times (cheap
@@ -417,8 +430,18 @@ class _SegmentLock:
 
     def release(self) -> None:
         backend = self._backend
+        txn = backend._txn
+        if txn:
+            backend._control[_SEQ] = txn + 1  # the commit point: one store
+            backend._txn = 0
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def abort(self) -> None:
+        """Undo everything written since `acquire`, then release (for a section that failed)."""
+        backend = self._backend
         if backend._txn:
-            backend._commit()
+            backend._repair(backend._txn)
+            backend._txn = 0
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def touch(self, slot: int) -> None:
@@ -590,7 +613,6 @@ class SharedMemoryBackend(TaskMemoryBackend):
                                                      offset=plan.global_at[array_name])
         self._row_words = plan.row_words
         self._txn = 0  # number of this process's open transaction (odd), 0 outside one
-        self._journaled_all = False
         self._lock = _SegmentLock(self, lock_timeout)
 
     # ---- identity ----------------------------------------------------------------------------
@@ -618,33 +640,34 @@ class SharedMemoryBackend(TaskMemoryBackend):
         return self._control[_REPAIRS]
 
     def column_of(self, name: str) -> int:
-        """Word index of slot array `name` in a slot row (for `read_row`)."""
+        """Word index of slot array `name` in a slot row (for `read_row` and `row_words`)."""
         return self._plan.column[name]
+
+    def row_words(self) -> tuple[memoryview, memoryview, int]:
+        """The slot rows as int64 and float64 words, and the words per row: slot `s`, column `c`
+        is word `s * row_length + c`. Faster than numpy item access for a few words at a time."""
+        return self._rows_q, self._rows_d, self._plan.row_words
+
+    def global_words(self, name: str) -> memoryview:
+        """Global array `name` as int64 or float64 words (see `row_words`)."""
+        plan = self._plan
+        at = plan.global_at[name] - plan.globals_at
+        view = self._globals[at:at + self.layout[name][1] * 8]
+        return view.cast("q" if self.layout[name][0] == "int64" else "d")
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         return (SharedMemoryBackend.attach, (self.name,))
 
     # ---- transactions (the caller holds the flock) ---------------------------------------------
-    def _begin(self) -> None:
-        control = self._control
-        control[_HOLDER] = _PID
-        seq = control[_SEQ]
-        if seq & 1:  # the previous holder died inside its transaction
-            self._roll_back()
-            seq += 1
-            control[_SEQ] = seq
-            control[_REPAIRS] += 1
-        control[_JOURNAL] = 0
-        self._globals_shadow[:] = self._globals
-        self._journaled_all = False
-        self._txn = seq + 1
-        control[_SEQ] = seq + 1
-
-    def _commit(self) -> None:
-        control = self._control
-        control[_SEQ] = self._txn + 1  # the commit point: one store
-        control[_HOLDER] = 0
-        self._txn = 0
+    def _repair(self, seq: int) -> int:
+        """Roll back the open transaction `seq` (of a holder that died, or aborted); the new
+        (even) transaction number."""
+        self._roll_back()
+        seq += 1
+        self._control[_SEQ] = seq
+        if not self._txn:
+            self._control[_REPAIRS] += 1
+        return seq
 
     def _roll_back(self) -> None:
         """Restore the pre-images of an open transaction whose holder died.

@@ -82,6 +82,8 @@ class TaskTracker:
         if isinstance(backend, SharedMemoryBackend):
             self._touch = backend.touch
             self._row_columns = tuple(backend.column_of(name) for name in _SLOT_ARRAYS)
+            self._rows_q, self._rows_d, self._row_length = backend.row_words()
+            self._counter_words = backend.global_words("counters")
             self.record = self._record_journaled  # type: ignore[method-assign]
             self.mean_score_at = self._mean_score_at_shared  # type: ignore[method-assign]
             self.task_stats = self._task_stats_shared  # type: ignore[method-assign]
@@ -170,12 +172,16 @@ class TaskTracker:
         return n
 
     def _record_journaled(self, slot: int, score: float) -> int:
+        score = float(score)  # a score that is no number fails here, before any write
         self._touch(slot)
-        n = self.completions.item(slot) + 1
-        self.completions[slot] = n
-        self.score_sum[slot] += score
-        self.last_score[slot] = score
-        self.counters[_TOTAL] += 1
+        _, completions, score_sum, last_score = self._row_columns
+        at = slot * self._row_length
+        rows_q, rows_d = self._rows_q, self._rows_d
+        n = rows_q[at + completions] + 1
+        rows_q[at + completions] = n
+        rows_d[at + score_sum] += score
+        rows_d[at + last_score] = score
+        self._counter_words[_TOTAL] += 1
         return n
 
     def record_late(self) -> None:
@@ -196,6 +202,7 @@ class TaskTracker:
 
     def close(self) -> None:
         """Drop the views, then release the backend."""
-        for attr in ("task_ids", "completions", "score_sum", "last_score", "counters"):
+        for attr in ("task_ids", "completions", "score_sum", "last_score", "counters", "_rows_q", "_rows_d",
+                     "_counter_words"):
             setattr(self, attr, None)
         self.backend.close()

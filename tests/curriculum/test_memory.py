@@ -532,3 +532,27 @@ def test_a_program_exiting_with_open_or_refused_blocks_prints_nothing_and_leaves
     error, name = result.stdout.split()
     assert error == "SharedTrackerError"
     assert not _shm_path(name).exists()
+
+
+def test_abort_undoes_a_section_and_release_keeps_one() -> None:
+    """`abort()` is how a locked section that failed half-way leaves nothing behind."""
+    backend = SharedMemoryBackend({"rows": ("float64", 3), "totals": ("int64", 2)}, slot_arrays=("rows",))
+    try:
+        with backend.lock:
+            backend.touch(1)
+            backend["rows"][1] = 0.5
+            backend["totals"][0] = 7
+        backend.lock.acquire()
+        backend.touch(1)
+        backend["rows"][1] = 9.0
+        backend.touch(2)
+        backend["rows"][2] = 9.0
+        backend["totals"][:] = [9, 9]
+        backend.lock.abort()
+        assert backend["rows"].tolist() == [0.0, 0.5, 0.0] and backend["totals"].tolist() == [7, 0]
+        assert backend.repairs == 0  # an abort is not a repair of a dead holder's section
+        with backend.lock:
+            backend["totals"][1] = 1
+        assert backend.snapshot()["totals"].tolist() == [7, 1]
+    finally:
+        backend.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "count_instructions",
     "writer",
     "random_writer",
+    "wait_for_updates",
 ]
 
 _CURRICULUM_DIR = os.path.dirname(curriculum_package.__file__)
@@ -192,9 +194,13 @@ def die_at_instruction(operation: Callable[[], Any], instruction: int) -> None:
     os._exit(0)  # the operation finished before the chosen instruction
 
 
-# ---- writers and readers (forked process entry points) ---------------------------------------
-def writer(curriculum: Curriculum, index: int, acked: Any, started: Any, stop: Any, lag: int = 2) -> None:
-    """Record `task_score` completions until stopped (or killed), `lag` episodes in flight.
+# ---- writers (forked process entry points) -------------------------------------------------------
+# A writer is SIGKILLed at any moment, so it shares nothing with its parent that takes a lock:
+# a multiprocessing Event or Queue whose lock a killed writer held would block every other
+# process that touches it. Flags and counters are lock-free shared words instead.
+
+def writer(curriculum: Curriculum, index: int, acked: Any, stop: Any, lag: int = 2) -> None:
+    """Record `task_score` completions until `stop.value` is set (or killed), `lag` episodes in flight.
 
     `acked[index]` counts the updates that returned; a kill between an update's commit and
     its count leaves at most one update recorded but not counted.
@@ -202,8 +208,7 @@ def writer(curriculum: Curriculum, index: int, acked: Any, started: Any, stop: A
     curriculum.reseed(1000 + index)
     running: list[int] = []
     rng = np.random.default_rng(index)
-    started.set()
-    while not stop.is_set():
+    while not stop.value:
         running.append(curriculum.get_task().task_id)
         if len(running) > lag:
             task_id = running.pop(int(rng.integers(len(running))))
@@ -212,13 +217,23 @@ def writer(curriculum: Curriculum, index: int, acked: Any, started: Any, stop: A
     os._exit(0)
 
 
-def random_writer(curriculum: Curriculum, index: int, stop: Any) -> None:
-    """Record uniformly random scores in [0, 1] until stopped (no exact totals to check)."""
+def random_writer(curriculum: Curriculum, index: int, acked: Any, stop: Any) -> None:
+    """Record uniformly random scores in [0, 1] until `stop.value` is set (no exact totals to check)."""
     curriculum.reseed(2000 + index)
     rng = np.random.default_rng(index)
     scores = rng.random(4096).tolist()
     i = 0
-    while not stop.is_set():
+    while not stop.value:
         curriculum.update_task_performance(curriculum.get_task().task_id, scores[i & 4095])
+        acked[index] += 1
         i += 1
     os._exit(0)
+
+
+def wait_for_updates(acked: Any, index: int, timeout: float = 30.0) -> None:
+    """Until writer `index` has recorded at least one update (it is running)."""
+    deadline = time.monotonic() + timeout
+    while acked[index] == 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"writer {index} recorded nothing within {timeout} s")
+        time.sleep(0.0005)

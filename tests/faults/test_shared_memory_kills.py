@@ -27,6 +27,7 @@ from shm_faults import (
     staged_config,
     task_score,
     uniform_config,
+    wait_for_updates,
     writer,
 )
 
@@ -170,17 +171,16 @@ def test_random_sigkills_of_writers_keep_every_invariant(config_name: str, make_
     writers = 2
     rng = np.random.default_rng(7)
     acked = CTX.RawArray("q", writers + kills)
-    stop = CTX.Event()
+    stop = CTX.RawValue("b", 0)
     violations: list[str] = []
     with Curriculum(make_config(), shared_memory=True, lock_timeout=5.0) as curriculum:
         backend = curriculum.tracker.backend
         repairs_before = backend.repairs
 
         def start(index: int) -> Any:
-            started = CTX.Event()
-            process = CTX.Process(target=writer, args=(curriculum, index, acked, started, stop))
+            process = CTX.Process(target=writer, args=(curriculum, index, acked, stop))
             process.start()
-            assert started.wait(30), "a writer did not start"
+            wait_for_updates(acked, index)
             return process
 
         running = [start(i) for i in range(writers)]
@@ -203,7 +203,7 @@ def test_random_sigkills_of_writers_keep_every_invariant(config_name: str, make_
                 running.append(start(next_index))
                 next_index += 1
         finally:
-            stop.set()
+            stop.value = 1
             for process in running:
                 process.join(timeout=30)
         for process in running:

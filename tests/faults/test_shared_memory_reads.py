@@ -15,7 +15,15 @@ from typing import Any
 
 import numpy as np
 from fault_budget import scaled
-from shm_faults import invariant_violations, lp_config, random_writer, task_score, uniform_config, writer
+from shm_faults import (
+    invariant_violations,
+    lp_config,
+    random_writer,
+    task_score,
+    uniform_config,
+    wait_for_updates,
+    writer,
+)
 
 from curriculum import Curriculum
 
@@ -27,32 +35,24 @@ SECONDS_PER_CASE = 90.0
 
 
 def _start_writers(curriculum: Curriculum, *, constant_scores: bool) -> tuple[list[Any], Any]:
-    stop = CTX.Event()
+    stop = CTX.RawValue("b", 0)
     acked = CTX.RawArray("q", WRITERS)
     processes = []
     for index in range(WRITERS):
-        if constant_scores:
-            started = CTX.Event()
-            process = CTX.Process(target=writer, args=(curriculum, index, acked, started, stop))
-        else:
-            process = CTX.Process(target=random_writer, args=(curriculum, index, stop))
+        target = writer if constant_scores else random_writer
+        process = CTX.Process(target=target, args=(curriculum, index, acked, stop))
         process.start()
         processes.append(process)
+    for index in range(WRITERS):
+        wait_for_updates(acked, index)
     return processes, stop
 
 
 def _stop(processes: list[Any], stop: Any) -> None:
-    stop.set()
+    stop.value = 1
     for process in processes:
         process.join(timeout=30)
         assert process.exitcode == 0, f"a writer exited with {process.exitcode}"
-
-
-def _wait_for_completions(curriculum: Curriculum, count: int) -> None:
-    deadline = time.monotonic() + 30
-    while curriculum.tracker.total_completions < count:
-        assert time.monotonic() < deadline, "the writers recorded nothing"
-        time.sleep(0.01)
 
 
 def test_lock_free_task_means_under_writers_are_never_torn(fault_figure) -> None:
@@ -61,7 +61,6 @@ def test_lock_free_task_means_under_writers_are_never_torn(fault_figure) -> None
     with Curriculum(lp_config(n=POOL), shared_memory=True) as curriculum:
         processes, stop = _start_writers(curriculum, constant_scores=True)
         try:
-            _wait_for_completions(curriculum, 100)
             tracker = curriculum.tracker
             n = curriculum.num_active_tasks
             torn: list[str] = []
@@ -95,7 +94,6 @@ def test_lock_free_means_under_random_scores_stay_in_the_score_range(fault_figur
     with Curriculum(lp_config(n=POOL), shared_memory=True) as curriculum:
         processes, stop = _start_writers(curriculum, constant_scores=False)
         try:
-            _wait_for_completions(curriculum, 100)
             tracker = curriculum.tracker
             n = curriculum.num_active_tasks
             worst_low, worst_high = float("inf"), float("-inf")
@@ -126,7 +124,6 @@ def test_checkpoints_taken_under_writers_are_consistent_and_load(fault_figure) -
             processes, stop = _start_writers(curriculum, constant_scores=True)
             restored = Curriculum(config)
             try:
-                _wait_for_completions(curriculum, 100)
                 deadline = time.monotonic() + SECONDS_PER_CASE
                 for i in range(checkpoints):
                     if time.monotonic() > deadline:
