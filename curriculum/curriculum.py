@@ -128,6 +128,8 @@ class Curriculum:
         self._capacity = n
         self._lock = tracker.lock
         self._task_ids = tracker.task_ids
+        # the committed task of a slot (lock-free); a local tracker's is its array item
+        self._task_id_at = tracker.task_ids.item if not tracker.backend.is_shared else tracker.task_id_at
         self._score_low, self._score_high = cfg.score_range
         self._min_presentations = cfg.min_presentations
         self._refresh_interval = cfg.refresh_interval
@@ -154,7 +156,7 @@ class Curriculum:
             pos = 0
         slot = self._draws[pos]
         self._draw_pos = pos + 1
-        task_id = self._task_ids.item(slot)
+        task_id = self._task_id_at(slot)
         task = self._tasks[slot]
         if task is None or task.task_id != task_id:
             task = self._make_task(slot, task_id)
@@ -343,7 +345,7 @@ class Curriculum:
         """Every task in the pool now (builds the ones never handed out)."""
         tasks = []
         for slot in range(self._capacity):
-            task_id = self._task_ids.item(slot)
+            task_id = self._task_id_at(slot)
             task = self._tasks[slot]
             if task is None or task.task_id != task_id:
                 task = self._make_task(slot, task_id)

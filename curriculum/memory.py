@@ -87,7 +87,7 @@ change the same data again and again faster than one read)."""
 _SNAPSHOT_TRIES = 3
 
 # Control words at the start of a shared block's data.
-_SEQ = 0  # transaction number: odd while the lock holder's transaction is open, even between
+_SEQ = 0  # transaction number (word 0 is part of `control_words()`'s contract): odd while the lock holder's transaction is open, even between
 _HOLDER = 1  # pid of the lock holder (0 when free), for error messages
 _JOURNAL = 2  # slot rows journaled in the open transaction, or _ALL_ROWS
 _REPAIRS = 3  # transactions of dead lock holders rolled back by the next holder
@@ -244,11 +244,12 @@ def _process_start_time(pid: int) -> int | None:
     return int(fields[fields.rindex(b")") + 2:].split()[19])
 
 
-def _ofd_lock(fd: int, lock_type: int, *, wait: bool = False) -> bool:
-    """Take an open-file-description lock on byte 0 of `fd`; False if another holds a conflicting one."""
+def _ofd_lock(fd: int, lock_type: int) -> bool:
+    """Take an open-file-description lock on byte 0 of `fd` (independent of the flock, and like
+    it dropped by the kernel with the last descriptor); False if another holds a conflicting one."""
     request = _FLOCK.pack(lock_type, os.SEEK_SET, 0, 1, 0)
     try:
-        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW if wait else fcntl.F_OFD_SETLK, request)
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, request)
     except OSError as exc:
         if exc.errno in (errno.EAGAIN, errno.EACCES):
             return False
@@ -648,6 +649,10 @@ class SharedMemoryBackend(TaskMemoryBackend):
         is word `s * row_length + c`. Faster than numpy item access for a few words at a time."""
         return self._rows_q, self._rows_d, self._plan.row_words
 
+    def control_words(self) -> memoryview:
+        """The block's control words; word 0 is the transaction number (odd while one is open)."""
+        return self._control
+
     def global_words(self, name: str) -> memoryview:
         """Global array `name` as int64 or float64 words (see `row_words`)."""
         plan = self._plan
@@ -729,29 +734,56 @@ class SharedMemoryBackend(TaskMemoryBackend):
 
     # ---- lock-free consistent reads ----------------------------------------------------------
     def read_row(self, slot: int, columns: tuple[int, ...], floats: tuple[bool, ...]) -> tuple[Any, ...]:
-        """Words `columns` of slot row `slot` from one state, without the lock.
+        """Words `columns` of slot row `slot` from one committed state, without the lock.
 
-        Accepted when no transaction started or ended during the read and the row was not
-        written by the open one (if any); a row that the open transaction (live, stuck or dead)
-        has written is read from its pre-image in the journal instead.
+        Accepted when the row's version did not change during the read and no open transaction
+        had written the row; a row that the open transaction (live, stuck or dead) has written
+        is read from its pre-image in the journal instead.
         """
         at = slot * self._row_words
         rows_q, rows_d, control = self._rows_q, self._rows_d, self._control
         for attempt in range(_READ_TRIES):
+            version = rows_q[at]  # before the transaction number: see `committed_word`
             seq = control[_SEQ]
-            version = rows_q[at]
-            values = tuple(rows_d[at + c] if f else rows_q[at + c] for c, f in zip(columns, floats))
-            if rows_q[at] == version and control[_SEQ] == seq:
-                if version != seq or not seq & 1:
-                    return values
+            if version == seq and seq & 1:  # written by the open transaction: its pre-image
                 shadow_q, shadow_d = self._shadow_q, self._shadow_d
                 values = tuple(shadow_d[at + c] if f else shadow_q[at + c] for c, f in zip(columns, floats))
                 if control[_SEQ] == seq:
+                    return values
+            else:
+                values = tuple(rows_d[at + c] if f else rows_q[at + c] for c, f in zip(columns, floats))
+                if rows_q[at] == version:
                     return values
             if attempt >= 8:
                 os.sched_yield()
         with self._lock:
             return tuple(rows_d[at + c] if f else rows_q[at + c] for c, f in zip(columns, floats))
+
+    def committed_word(self, slot: int, column: int) -> int:
+        """Int64 word `column` of slot row `slot` as last committed, without the lock.
+
+        Never a value a transaction still open has written: a reader that acts on it (hands out
+        a task id, say) must not see what a holder killed before its commit would leave behind.
+        """
+        at = slot * self._row_words
+        rows_q, control = self._rows_q, self._control
+        for attempt in range(_READ_TRIES):
+            # The version before the transaction number: a row written by a transaction that
+            # started after this read of the number changes version before the value is read.
+            version = rows_q[at]
+            seq = control[_SEQ]
+            if version == seq and seq & 1:  # written by the open transaction: its pre-image
+                value = self._shadow_q[at + column]
+                if control[_SEQ] == seq:
+                    return value
+            else:
+                value = rows_q[at + column]
+                if rows_q[at] == version:
+                    return value
+            if attempt >= 8:
+                os.sched_yield()
+        with self._lock:
+            return rows_q[at + column]
 
     def snapshot(self) -> dict[str, np.ndarray]:
         """Copies of every array as of one moment between transactions, without the lock.

@@ -84,6 +84,9 @@ class TaskTracker:
             self._row_columns = tuple(backend.column_of(name) for name in _SLOT_ARRAYS)
             self._rows_q, self._rows_d, self._row_length = backend.row_words()
             self._counter_words = backend.global_words("counters")
+            self._control_words = backend.control_words()
+            self._task_id_column = backend.column_of("task_ids")
+            self.task_id_at = self._task_id_at_shared  # type: ignore[method-assign]
             self.record = self._record_journaled  # type: ignore[method-assign]
             self.mean_score_at = self._mean_score_at_shared  # type: ignore[method-assign]
             self.task_stats = self._task_stats_shared  # type: ignore[method-assign]
@@ -106,7 +109,20 @@ class TaskTracker:
 
     # ---- lock-free reads -------------------------------------------------------------------
     def task_id_at(self, slot: int) -> int:
+        """The task in `slot`, as last committed (never one a writer inside the lock may still undo)."""
         return self.task_ids.item(slot)
+
+    def _task_id_at_shared(self, slot: int) -> int:
+        # the fast path of `SharedMemoryBackend.committed_word`, inline: get_task runs it every call
+        at = slot * self._row_length
+        rows_q = self._rows_q
+        version = rows_q[at]
+        seq = self._control_words[0]
+        if version != seq or not seq & 1:
+            task_id = rows_q[at + self._task_id_column]
+            if rows_q[at] == version:
+                return task_id
+        return self.backend.committed_word(slot, self._task_id_column)
 
     def completions_at(self, slot: int) -> int:
         return self.completions.item(slot)
@@ -203,6 +219,6 @@ class TaskTracker:
     def close(self) -> None:
         """Drop the views, then release the backend."""
         for attr in ("task_ids", "completions", "score_sum", "last_score", "counters", "_rows_q", "_rows_d",
-                     "_counter_words"):
+                     "_counter_words", "_control_words"):
             setattr(self, attr, None)
         self.backend.close()
