@@ -367,11 +367,15 @@ CREATOR = textwrap.dedent("""
 """)
 
 
-def _leak_a_block() -> str:
-    """A block whose creator died with its whole process group (its resource tracker too)."""
+def _leak_a_block(*, keep_using: bool = False) -> tuple[str, SharedMemoryBackend | None]:
+    """A block whose creator died with its whole process group (its resource tracker too);
+    with `keep_using`, this process attached to it before the creator died.
+
+    Other tests creating trackers in parallel may remove the orphan at any moment after."""
     creator = subprocess.Popen([sys.executable, "-c", CREATOR], stdout=subprocess.PIPE, text=True,
                                start_new_session=True)
     name = creator.stdout.readline().strip()
+    user = SharedMemoryBackend.attach(name) if keep_using else None
     os.killpg(creator.pid, 9)
     creator.wait(timeout=30)
     creator.stdout.close()
@@ -383,18 +387,16 @@ def _leak_a_block() -> str:
             break
         assert time.monotonic() < deadline
         time.sleep(0.01)
-    assert _shm_path(name).exists()
-    return name
+    return name, user
 
 
 @pytest.mark.multiprocessing
 def test_an_orphaned_block_is_removed_and_a_used_one_is_kept() -> None:
     """Creators running in parallel (other tests) may remove an orphan first: the test checks
     what is gone and what is kept, and that nothing kept is ever listed."""
-    still_used = _leak_a_block()
-    user = SharedMemoryBackend.attach(still_used)  # its creator is gone, but this process uses it
+    still_used, user = _leak_a_block(keep_using=True)  # its creator is gone, but this process uses it
     live = SharedMemoryBackend(LAYOUT)  # its creator (this process) runs
-    orphan = _leak_a_block()
+    orphan, _ = _leak_a_block()
     not_ours = _foreign_block(f"{SEGMENT_PREFIX}not_a_tracker_{os.getpid()}", bytes(64))
     stale_lock = _foreign_block(f"{SEGMENT_PREFIX}gone_{os.getpid()}.lock", b"")
     live_lock = _foreign_block(f"{live.name}.lock", b"")
@@ -419,7 +421,7 @@ def test_an_orphaned_block_is_removed_and_a_used_one_is_kept() -> None:
 
 @pytest.mark.multiprocessing
 def test_the_next_creator_removes_orphans() -> None:
-    orphan = _leak_a_block()
+    orphan, _ = _leak_a_block()
     with Curriculum(lp_config(), shared_memory=True):
         assert not _shm_path(orphan).exists()
 
