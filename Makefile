@@ -17,12 +17,12 @@ venv: $(STAMP)
 
 ## The scenario gate on the built-in curriculum.
 gate: $(STAMP)
-	$(BIN)/pytest scenarios/ -n auto $(ARGS)
+	$(BIN)/pytest scenarios/ -n auto --dist loadgroup $(ARGS)
 
 ## The whole test suite: unit, property, fault-injection and scenario tests. tests/faults/ is
 ## named so that its conftest (the fault figures in the summary) also loads under xdist.
 test: $(STAMP)
-	$(BIN)/pytest tests/ tests/faults/ scenarios/ -n auto $(ARGS)
+	$(BIN)/pytest tests/ tests/faults/ scenarios/ -n auto --dist loadgroup $(ARGS)
 
 ## The fault-injection suite alone (kills, attacks, hostile inputs), figures in the summary.
 ## FAULTS_SCALE=1 runs the full counts the README reports (default 0.1).
