@@ -356,8 +356,9 @@ class _SegmentLock:
     """The block's cross-process lock: an `flock` on the block's own file, with a timeout.
 
     Taking it opens a transaction (rolling back a dead holder's first); releasing it commits.
-    A live holder that never releases makes `acquire` raise `LockTimeoutError` after `timeout`
-    seconds instead of hanging.
+    The holder may take it again (each extra `acquire` needs its `release`; the outermost one
+    commits). A live holder that never releases makes `acquire` raise `LockTimeoutError` after
+    `timeout` seconds instead of hanging.
     """
 
     def __init__(self, backend: SharedMemoryBackend, timeout: float) -> None:
@@ -365,6 +366,7 @@ class _SegmentLock:
         self.path = backend._segment.path
         self.timeout = timeout
         self._fd = -1
+        self._depth = 0  # extra `acquire`s by the holder, each undone by a `release`
         self._closed = False
         _LOCKS.add(self)
 
@@ -383,8 +385,9 @@ class _SegmentLock:
 
     def acquire(self) -> None:
         backend = self._backend
-        if backend._txn:
-            raise CurriculumError(f"The shared tracker lock {self.path!r} is already held by this process")
+        if backend._txn:  # taken again by its holder: one transaction, committed by the outermost release
+            self._depth += 1
+            return
         fd = self._fd
         if fd < 0:
             fd = self._open()
@@ -430,6 +433,9 @@ class _SegmentLock:
                 )
 
     def release(self) -> None:
+        if self._depth:
+            self._depth -= 1
+            return
         backend = self._backend
         txn = backend._txn
         if txn:
@@ -438,7 +444,9 @@ class _SegmentLock:
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def abort(self) -> None:
-        """Undo everything written since `acquire`, then release (for a section that failed)."""
+        """Undo everything written since the outermost `acquire`, then release the lock (for a
+        section that failed half-way)."""
+        self._depth = 0
         backend = self._backend
         if backend._txn:
             backend._repair(backend._txn)
@@ -459,12 +467,14 @@ class _SegmentLock:
         if self._fd >= 0:
             os.close(self._fd)  # the parent's description: closing this copy keeps the parent's lock
         self._fd = -1
+        self._depth = 0
         self._backend._txn = 0
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)  # releases the flock too: an open transaction is rolled back by the next holder
         self._fd = -1
+        self._depth = 0
         self._closed = True
         self._backend._txn = 0
 

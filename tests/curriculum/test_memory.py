@@ -558,3 +558,15 @@ def test_abort_undoes_a_section_and_release_keeps_one() -> None:
         assert backend.snapshot()["totals"].tolist() == [7, 1]
     finally:
         backend.close()
+
+
+def test_the_holder_may_take_the_lock_again_and_the_outermost_release_commits(shared: SharedMemoryBackend) -> None:
+    shared.lock.acquire()
+    shared.lock.acquire()
+    shared["values"][0] = 3
+    shared.lock.release()
+    assert shared.lock.in_transaction  # still held: the inner release does not end the section
+    shared.lock.release()
+    assert not shared.lock.in_transaction
+    with shared.lock:
+        assert shared["values"][0] == 3
