@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["DEFAULT_SCALE", "faults_scale", "scaled"]
+__all__ = ["DEFAULT_SCALE", "faults_scale", "scaled", "time_budget"]
 
 DEFAULT_SCALE = 0.1
 
@@ -28,3 +28,9 @@ def faults_scale() -> float:
 def scaled(full: int, *, minimum: int) -> int:
     """`full` repetitions at FAULTS_SCALE=1; at least `minimum` at any scale."""
     return max(minimum, round(full * faults_scale()))
+
+
+def time_budget(seconds: float) -> float:
+    """A case's time limit: `seconds` at the default share, proportionally more for a larger one
+    (a guard against a hang, not a speed check)."""
+    return seconds * max(1.0, faults_scale() / DEFAULT_SCALE)

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import numpy as np
-from fault_budget import scaled
+from fault_budget import scaled, time_budget
 from shm_faults import (
     invariant_violations,
     lp_config,
@@ -31,7 +31,7 @@ CTX = mp.get_context("fork")
 WRITERS = 2
 POOL = 4
 """A small pool: every slot is written often, so a read racing a write is common."""
-SECONDS_PER_CASE = 90.0
+SECONDS_PER_CASE = time_budget(60.0)
 
 
 def _start_writers(curriculum: Curriculum, *, constant_scores: bool) -> tuple[list[Any], Any]:
