@@ -498,7 +498,9 @@ class SharedMemoryBackend(TaskMemoryBackend):
     `slot_arrays` (all of one length, the number of slots) are laid out row by row, one row per
     slot, so one slot's values can be journaled and read together; the other arrays are global.
     `meta` is any JSON-able dict stored in the header (a curriculum keeps its config there).
-    Pickling a backend sends only its name: the receiving process attaches.
+    Creating one first removes the orphaned blocks of this user (`remove_orphaned_segments`).
+    Only a process of the creating user attaches, never through a symlink. Pickling a backend
+    sends only its name: the receiving process attaches.
     """
 
     def __init__(self, layout: Layout, *, name: str | None = None, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
@@ -516,14 +518,9 @@ class SharedMemoryBackend(TaskMemoryBackend):
         if not os.path.isdir(SEGMENT_DIR):
             raise SharedTrackerError(f"Expected POSIX shared memory at {SEGMENT_DIR!r} (Linux), but it does not exist")
         remove_orphaned_segments()
-        header = json.dumps({
-            "format": TRACKER_FORMAT,
-            "layout": checked,
-            "slot_arrays": slots,
-            "lock_timeout": lock_timeout,
-            "creator": {"pid": _PID, "start_time": _process_start_time(_PID), "uid": os.geteuid()},
-            "meta": dict(meta or {}),
-        }).encode()
+        creator = {"pid": _PID, "start_time": _process_start_time(_PID), "uid": os.geteuid()}
+        header = json.dumps({"format": TRACKER_FORMAT, "layout": checked, "slot_arrays": slots,
+                             "lock_timeout": lock_timeout, "creator": creator, "meta": dict(meta or {})}).encode()
         plan = _Plan(checked, slots, len(header))
         fd, name = self._create_file(name, plan.size)
         try:
@@ -537,13 +534,13 @@ class SharedMemoryBackend(TaskMemoryBackend):
         segment_map = self._segment.map
         segment_map[_HEADER_AT:_HEADER_AT + len(header)] = header
         segment_map[8:_HEADER_AT] = len(header).to_bytes(8, "little")
-        self._setup(checked, slots, len(header), lock_timeout, dict(meta or {}),
-                    json.loads(header)["creator"])
+        self._setup(checked, slots, len(header), lock_timeout, dict(meta or {}), creator)
         segment_map[:8] = _MAGIC  # last: a block is a tracker only once everything above is written
 
     @staticmethod
     def _create_file(name: str | None, size: int) -> tuple[int, str]:
-        """Create the block's file exclusively (mode 0600) and mark it in use before anyone can see it in use."""
+        """Create the block's file exclusively (mode 0600), holding its "in use" lock before its
+        header exists (a block without a header is never taken for an orphan)."""
         for _ in range(_CREATE_TRIES if name is None else 1):
             candidate = name or f"{SEGMENT_PREFIX}{secrets.token_hex(6)}"
             path = _segment_path(candidate)

@@ -10,7 +10,6 @@ each kill the next lock holder repairs the tracker; every invariant is checked o
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import time
 from collections.abc import Callable
 from typing import Any
