@@ -10,7 +10,7 @@ imported from `curriculum`), every number the curriculum and the stats pipeline 
   with what the wrapper reported for that episode in the same info dict and checks it: one
   episode, the label of the config that ran, the score the returns give (`score_fn`, default
   the mean over agents), a completion for full episodes (time-limit truncations included) and
-  none for desync cuts, and one task id per task config and back.
+  none for desync cuts, and one task (label and config) per task id.
 - The pipeline: `epoch(metrics)` recomputes the epoch's `metric/*`, `overview/*` and
   `env_*` metrics from the raw info dicts observed since the previous epoch (counters summed,
   gauges averaged, identifiers dropped, Gini and entropy of the per-label samples) and from the
@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.episodes import ENDED_DESYNC, EPISODE_RECORD_KEY, METADATA_KEYS, EpisodeRecord
+from harness.episodes import ENDED_DESYNC, EPISODE_RECORD_KEY, EpisodeRecord, task_identity
 
 __all__ = [
     "AccountingOracle",
@@ -184,7 +184,7 @@ class _Episode:
 
     def where(self) -> str:
         r = self.record
-        return f"episode {r.index} of env {r.env} (task tag {r.tag}, label {r.label!r})"
+        return f"episode {r.index} of env {r.env} ({r.identity})"
 
 
 @dataclass
@@ -265,9 +265,7 @@ class AccountingOracle:
         self._epoch_episodes: list[_Episode] = []
         self._epochs = 0
         self._unpaired: list[EpisodeRecord] = []
-        self._tag_of_id: dict[Any, Any] = {}
-        self._id_of_tag: dict[Any, Any] = {}
-        self._config_of_tag: dict[Any, dict[str, Any]] = {}
+        self._task_of_id: dict[Any, str] = {}
         self._watched: WatchedCurriculum | None = None
         self.pool_reports: list[dict[str, Any]] = []
         """Pool-wide numbers reported in the infos (`curriculum_stats/<key>` without the group), in order."""
@@ -316,7 +314,7 @@ class AccountingOracle:
                     continue
                 self._add_episode(self._unpaired.pop(0), claims)
         for record in self._unpaired:
-            self.mismatch(f"episode {record.index} of env {record.env} (task tag {record.tag}) ended but the wrapper "
+            self.mismatch(f"episode {record.index} of env {record.env} ({record.identity}) ended but the wrapper "
                           "reported no episode for it")
         self._unpaired.clear()
 
@@ -349,22 +347,12 @@ class AccountingOracle:
                               f"reported {label_completions}")
             if claims.get(_LATE, 0) not in (0, 1):
                 self.mismatch(f"late_completions for {where}: expected 0 or 1, reported {claims.get(_LATE)!r}")
-        task_id, tag = claims.get(_TASK_ID), record.tag
-        if tag is not None:
-            config = {k: v for k, v in record.config.items() if k not in METADATA_KEYS}
-            known_config = self._config_of_tag.setdefault(tag, config)
-            if known_config != config:
-                self.mismatch(f"the task of tag {tag} ran with config {config} in {where}, but earlier with "
-                              f"{known_config}: a task's config must be a function of its id")
-        if task_id is not None and tag is not None:
-            known_tag = self._tag_of_id.setdefault(task_id, tag)
-            known_id = self._id_of_tag.setdefault(tag, task_id)
-            if known_tag != tag:
-                self.mismatch(f"task id {task_id} was reported for {where}, but earlier for the config of task tag "
-                              f"{known_tag}: an episode was credited to the wrong task")
-            elif known_id != task_id:
-                self.mismatch(f"the config of task tag {tag} ran as task id {task_id} in {where}, but earlier as task "
-                              f"id {known_id}: one task config, two ids")
+        task_id = claims.get(_TASK_ID)
+        if task_id is not None:
+            known = self._task_of_id.setdefault(task_id, record.identity)
+            if known != record.identity:
+                self.mismatch(f"task id {task_id} was reported for {where}, but earlier for {known}: an episode was "
+                              "credited to the wrong task, or one id names two tasks")
 
     # ---- the pipeline ------------------------------------------------------------------------
     def epoch(self, metrics: Mapping[str, Any], *, agent_step: int | None = None,
@@ -544,7 +532,7 @@ def _check_task(oracle: AccountingOracle, task: Any, scores: list[float], where:
     mean = getattr(task, "mean_score", None)
     if mean is not None:
         oracle._compare("mean_score of", math.fsum(scores) / len(scores) if scores else 0.0, mean, name)
-    last = getattr(task, "last_score", None)
+    last = getattr(task, "last_score", None) if ordered else None
     if last is not None:
         oracle._compare("last_score of", scores[-1] if scores else 0.0, last, name)
 
@@ -585,11 +573,12 @@ class WatchedCurriculum:
         task = self.inner.get_task()
         oracle = self.oracle
         task_id = task.task_id
-        env_cfg = getattr(task, "env_cfg", {}) or {}
-        identity = (getattr(task, "label", None), env_cfg.get("task_tag") if isinstance(env_cfg, Mapping) else None)
+        env_cfg = getattr(task, "env_cfg", None)
+        label = getattr(task, "label", None)
+        identity = (label, task_identity(env_cfg, label) if isinstance(env_cfg, Mapping) else None)
         known = self.identity.setdefault(task_id, identity)
         if known != identity:
-            oracle.mismatch(f"get_task() handed out task {task_id} as (label, tag) {identity}, earlier as {known}")
+            oracle.mismatch(f"get_task() handed out task {task_id} as {identity[1]}, earlier as {known[1]}")
         if task_id in self.departed:
             oracle.mismatch(f"get_task() handed out task {task_id}, which had left the pool")
         self._observe_pool(f"after handing out task {task_id}")

@@ -28,7 +28,7 @@ from curriculum import (
     UniformConfig,
 )
 from curriculum.env import CompletionRecorder
-from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, TaggedTaskGenerator
+from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
 from harness.runners import completion_info
 from harness.thresholds import SHARED_TRACKER as LIMITS
 
@@ -39,7 +39,7 @@ def _shared_curriculum(curriculum_factory, require_capability, seed: int):
     parameters = inspect.signature(curriculum_factory).parameters
     require_capability("shared_memory" in parameters,
                        "this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
-    config = CurriculumConfig(task_generator=TaggedTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
                               algorithm=UniformConfig(), num_active_tasks=LIMITS.pool, seed=seed)
     options = {"lock_timeout": LIMITS.lock_timeout} if "lock_timeout" in parameters else {}
     return curriculum_factory(config, shared_memory=True, **options)
