@@ -5,11 +5,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: gate test faults bench venv clean
+.PHONY: gate test faults bench wheel-check venv clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt setuptools  # builds the wheel (tests, .ci/check_wheel)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
@@ -28,6 +29,10 @@ test: $(STAMP)
 ## FAULTS_SCALE=1 runs the full counts the README reports (default 0.1).
 faults: $(STAMP)
 	$(BIN)/pytest tests/faults/ -m faults -n auto $(ARGS)
+
+## The wheel as a user installs it: fresh venv outside the checkout, lean and [gate], gate runs.
+wheel-check: $(STAMP)
+	bash .ci/check_wheel
 
 ## Speed and scaling benchmarks (not part of `make test`).
 bench: $(STAMP)

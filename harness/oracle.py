@@ -501,8 +501,8 @@ class AccountingOracle:
             by_task[episode.task_id].append(episode.score)
         active = getattr(curriculum, "active_tasks", None)
         if callable(active):
-            for task in active():
-                _check_task(self, task, by_task.get(task.task_id, []), where)
+            for task in active():  # the order of records across processes is unknown: no last score
+                _check_task(self, task, by_task.get(task.task_id, []), where, ordered=False)
 
 
 def _pool_entries(stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -523,8 +523,9 @@ def _same_numbers(report: Mapping[str, Any], entries: Mapping[str, Any], toleran
     return all(_close(_number(report[k]), _number(entries[k]), tolerance=tolerance) for k in report)
 
 
-def _check_task(oracle: AccountingOracle, task: Any, scores: list[float], where: str) -> None:
-    """A pool task's live numbers against the scores credited to it since it entered the pool."""
+def _check_task(oracle: AccountingOracle, task: Any, scores: list[float], where: str, *, ordered: bool = True) -> None:
+    """A pool task's live numbers against the scores credited to it since it entered the pool
+    (`ordered`: in the order they were recorded, so the last score is known too)."""
     name = f"task {task.task_id} ({getattr(task, 'label', '?')!r}) {where}"
     completions = getattr(task, "num_completions", None)
     if completions is not None:
