@@ -356,8 +356,8 @@ class _SegmentLock:
     """The block's cross-process lock: an `flock` on the block's own file, with a timeout.
 
     Taking it opens a transaction (rolling back a dead holder's first); releasing it commits.
-    The holder may take it again (each extra `acquire` needs its `release`; the outermost one
-    commits). A live holder that never releases makes `acquire` raise `LockTimeoutError` after
+    Like an flock, taking it again while holding it, or releasing it while not holding it, does
+    nothing. A live holder that never releases makes `acquire` raise `LockTimeoutError` after
     `timeout` seconds instead of hanging.
     """
 
@@ -366,7 +366,6 @@ class _SegmentLock:
         self.path = backend._segment.path
         self.timeout = timeout
         self._fd = -1
-        self._depth = 0  # extra `acquire`s by the holder, each undone by a `release`
         self._closed = False
         _LOCKS.add(self)
 
@@ -385,8 +384,7 @@ class _SegmentLock:
 
     def acquire(self) -> None:
         backend = self._backend
-        if backend._txn:  # taken again by its holder: one transaction, committed by the outermost release
-            self._depth += 1
+        if backend._txn:  # taken again by its holder: nothing to do (as with an flock)
             return
         fd = self._fd
         if fd < 0:
@@ -433,24 +431,22 @@ class _SegmentLock:
                 )
 
     def release(self) -> None:
-        if self._depth:
-            self._depth -= 1
-            return
         backend = self._backend
         txn = backend._txn
-        if txn:
-            backend._control[_SEQ] = txn + 1  # the commit point: one store
-            backend._txn = 0
+        if not txn:  # not held (released twice): nothing to do (as with an flock)
+            return
+        backend._control[_SEQ] = txn + 1  # the commit point: one store
+        backend._txn = 0
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def abort(self) -> None:
-        """Undo everything written since the outermost `acquire`, then release the lock (for a
-        section that failed half-way)."""
-        self._depth = 0
+        """Undo everything written since `acquire`, then release the lock (for a section that
+        failed half-way)."""
         backend = self._backend
-        if backend._txn:
-            backend._repair(backend._txn)
-            backend._txn = 0
+        if not backend._txn:
+            return
+        backend._repair(backend._txn)
+        backend._txn = 0
         fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def touch(self, slot: int) -> None:
@@ -467,14 +463,12 @@ class _SegmentLock:
         if self._fd >= 0:
             os.close(self._fd)  # the parent's description: closing this copy keeps the parent's lock
         self._fd = -1
-        self._depth = 0
         self._backend._txn = 0
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)  # releases the flock too: an open transaction is rolled back by the next holder
         self._fd = -1
-        self._depth = 0
         self._closed = True
         self._backend._txn = 0
 

@@ -560,13 +560,13 @@ def test_abort_undoes_a_section_and_release_keeps_one() -> None:
         backend.close()
 
 
-def test_the_holder_may_take_the_lock_again_and_the_outermost_release_commits(shared: SharedMemoryBackend) -> None:
+def test_taking_the_lock_again_or_releasing_it_twice_does_nothing_as_with_an_flock(shared: SharedMemoryBackend) -> None:
     shared.lock.acquire()
     shared.lock.acquire()
     shared["values"][0] = 3
-    shared.lock.release()
-    assert shared.lock.in_transaction  # still held: the inner release does not end the section
-    shared.lock.release()
+    shared.lock.release()  # the section ends here
     assert not shared.lock.in_transaction
+    shared.lock.release()
     with shared.lock:
         assert shared["values"][0] == 3
+    assert shared.repairs == 0
