@@ -571,6 +571,7 @@ class WatchedCurriculum:
 
     # ---- recorded calls ----------------------------------------------------------------------
     def get_task(self) -> Any:
+        stage_before = self.inner.stage if self.staged is not None else None
         task = self.inner.get_task()
         oracle = self.oracle
         task_id = task.task_id
@@ -582,7 +583,7 @@ class WatchedCurriculum:
             oracle.mismatch(f"get_task() handed out task {task_id} as {identity[1]}, earlier as {known[1]}")
         if task_id in self.departed:
             oracle.mismatch(f"get_task() handed out task {task_id}, which had left the pool")
-        self._observe_pool(f"after handing out task {task_id}")
+        self._observe_pool(f"after handing out task {task_id}", stage_before=stage_before)
         if self.pool is not None and task_id not in self.pool:
             oracle.mismatch(f"get_task() handed out task {task_id}, which is not in the pool {sorted(self.pool)}")
         self.handed[task_id] += 1
@@ -612,17 +613,13 @@ class WatchedCurriculum:
         else:
             self.total += 1
             self.credited[task_id].append(float(score))
+            if self.staged is not None and label is None:
+                self.staged = None  # which stage a task belongs to cannot be told: no replay (no pool, not handed out here)
             if self.staged is not None:
                 self.staged.credit(label, float(score))
-        before = set(self.pool) if self.pool is not None else None
-        self._observe_pool(f"after {where}")
-        if before is not None and self.pool is not None:
-            gone = before - set(self.pool)
-            stage_changed = self.staged is not None and self.inner.stage != stage_before
-            if gone and not stage_changed:
-                self.evictions += len(gone)
-            if not late and task_id in self.pool:
-                _check_task(oracle, self.pool[task_id], self.credited[task_id], f"after {where}")
+        self._observe_pool(f"after {where}", stage_before=stage_before)
+        if self.pool is not None and not late and task_id in self.pool:
+            _check_task(oracle, self.pool[task_id], self.credited[task_id], f"after {where}")
         if self.staged is not None:
             stage = self.inner.stage
             if stage != self.staged.stage:
@@ -643,7 +640,9 @@ class WatchedCurriculum:
         return pickle.loads, (pickle.dumps(self.inner),)
 
     # ---- checks ------------------------------------------------------------------------------
-    def _observe_pool(self, when: str) -> None:
+    def _observe_pool(self, when: str, *, stage_before: Any = None) -> None:
+        """Look at the pool; a task that left it while the stage stayed was evicted (whether the
+        curriculum evicts when it records a completion or when it draws the next task)."""
         active = getattr(self.inner, "active_tasks", None)
         if not callable(active):
             return
@@ -656,7 +655,10 @@ class WatchedCurriculum:
         if returned:
             oracle.mismatch(f"tasks {sorted(returned)} left the pool and came back {when}")
         if self.pool is not None:
-            self.departed |= set(self.pool) - set(pool)
+            gone = set(self.pool) - set(pool)
+            if gone and (self.staged is None or self.inner.stage == stage_before):
+                self.evictions += len(gone)
+            self.departed |= gone
             for task_id in set(pool) - set(self.pool):
                 _check_task(oracle, pool[task_id], [], f"entering the pool {when}")  # a new task starts from nothing
         self.ever |= set(pool)

@@ -65,8 +65,8 @@ def _run(curriculum_factory, env_class, desync: str, scenario_seed: int, oracle)
     desync_cut = sum(e.desync_truncations for e in envs)
     stats = curriculum.stats()
     recorded = stats["total_completions"] + stats["late_completions"]
-    scores = [t.mean_score for t in curriculum.active_tasks() if t.num_completions] \
-        if hasattr(curriculum, "active_tasks") else []
+    pool = curriculum.active_tasks() if callable(getattr(curriculum, "active_tasks", None)) else []
+    scores = [t.mean_score for t in pool if getattr(t, "num_completions", 0) and hasattr(t, "mean_score")]
     vecenv.close()
     watcher.verify()
     return {
