@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: gate test bench wheel-check venv learners clean
+.PHONY: gate test faults bench wheel-check venv learners clean
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,9 +26,15 @@ $(LEARNERS_STAMP): $(STAMP)
 gate: $(STAMP)
 	$(BIN)/pytest scenarios/ -n auto --dist loadgroup $(ARGS)
 
-## The whole test suite: unit, property and scenario tests.
+## The whole test suite: unit, property, fault-injection and scenario tests. tests/faults/ is
+## named so that its conftest (the fault figures in the summary) also loads under xdist.
 test: $(STAMP)
-	$(BIN)/pytest tests/ scenarios/ -n auto --dist loadgroup $(ARGS)
+	$(BIN)/pytest tests/ tests/faults/ scenarios/ -n auto --dist loadgroup $(ARGS)
+
+## The fault-injection suite alone (kills, attacks, hostile inputs), figures in the summary.
+## FAULTS_SCALE=1 runs the full counts the README reports (default 0.1).
+faults: $(STAMP)
+	$(BIN)/pytest tests/faults/ -m faults -n auto $(ARGS)
 
 ## The wheel as a user installs it: fresh venv outside the checkout, lean and [gate], gate runs.
 wheel-check: $(STAMP)

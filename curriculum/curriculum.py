@@ -27,6 +27,7 @@ from curriculum.errors import (
     CurriculumConfigError,
     CurriculumStateError,
     InvalidScoreError,
+    SharedTrackerError,
     UnknownTaskError,
     WorkerCopyError,
 )
@@ -75,14 +76,11 @@ class Curriculum:
             raise CurriculumConfigError(f"Expected `config` to be a CurriculumConfig, received {type(config).__name__}")
         if not isinstance(shared_memory, bool):
             raise CurriculumConfigError(f"Expected `shared_memory` to be a bool, received {shared_memory!r}")
-        if lock_timeout is not None and not _is_positive_seconds(lock_timeout):
-            raise CurriculumConfigError(
-                f"Expected `lock_timeout` to be None or a finite number of seconds > 0, received {lock_timeout!r}"
-            )
         self.config = config
         self._algorithm = make_algorithm(config)
         tracker = TaskTracker.create(
-            config.num_active_tasks, self._algorithm.extra_layout(), shared=shared_memory, lock_timeout=lock_timeout
+            config.num_active_tasks, self._algorithm.extra_layout(), shared=shared_memory, lock_timeout=lock_timeout,
+            meta={"config": _normalise(config.describe())},
         )
         self._bind(tracker, owner_pid=os.getpid())
         if not shared_memory:
@@ -93,20 +91,38 @@ class Curriculum:
 
     @classmethod
     def attach(cls, name: str, config: CurriculumConfig, *, seed: int | None = None) -> Curriculum:
-        """Join a shared curriculum another process created, by shared-memory name."""
+        """Join a shared curriculum another process created, by shared-memory name.
+
+        `config` must equal the creator's (every field, generators included): a process that
+        scored tasks against another score range or generator would corrupt the shared pool.
+        """
+        if not isinstance(config, CurriculumConfig):
+            raise CurriculumConfigError(f"Expected `config` to be a CurriculumConfig, received {type(config).__name__}")
         backend = SharedMemoryBackend.attach(name)
-        self = cls.__new__(cls)
-        self.config = config
-        self._algorithm = make_algorithm(config)
-        expected = tracker_layout(config.num_active_tasks, self._algorithm.extra_layout())
-        actual = {key: spec for key, spec in backend.layout.items() if not key.startswith("_")}
-        for key in [*expected, *(k for k in actual if k not in expected)]:
-            if actual.get(key) != expected.get(key):
-                backend.close()
+        try:
+            created = backend.meta.get("config")
+            if created is None:
+                raise SharedTrackerError(f"Expected the shared tracker {name!r} to belong to a Curriculum, but it "
+                                         "holds no curriculum config")
+            difference = _first_difference(created, _normalise(config.describe()))
+            if difference is not None:
+                field, theirs, ours = difference
                 raise CurriculumConfigError(
-                    f"Expected shared tracker {name!r} to hold {key}={expected.get(key)} for this config, "
-                    f"received {actual.get(key)}"
+                    f"Expected the config of the shared curriculum {name!r}, but `{field}` differs: "
+                    f"{theirs} in the shared curriculum, {ours} in the config given to attach"
                 )
+            self = cls.__new__(cls)
+            self.config = config
+            self._algorithm = make_algorithm(config)
+            expected = tracker_layout(config.num_active_tasks, self._algorithm.extra_layout())
+            if backend.layout != expected:  # same config, other library version
+                raise CurriculumConfigError(
+                    f"Expected shared tracker {name!r} to hold arrays {expected} for this config, "
+                    f"received {backend.layout}"
+                )
+        except BaseException:
+            backend.close()
+            raise
         self._bind(TaskTracker(backend, config.num_active_tasks), owner_pid=-1)
         self.reseed(seed if seed is not None else os.getpid())
         return self
@@ -120,6 +136,8 @@ class Curriculum:
         self._capacity = n
         self._lock = tracker.lock
         self._task_ids = tracker.task_ids
+        # the committed task of a slot (lock-free); a local tracker's is its array item
+        self._task_id_at = tracker.task_ids.item if not tracker.backend.is_shared else tracker.task_id_at
         self._score_low, self._score_high = cfg.score_range
         self._score_span = self._score_high - self._score_low
         self._min_presentations = cfg.min_presentations
@@ -147,7 +165,7 @@ class Curriculum:
             pos = 0
         slot = self._draws[pos]
         self._draw_pos = pos + 1
-        task_id = self._task_ids.item(slot)
+        task_id = self._task_id_at(slot)
         task = self._tasks[slot]
         if task is None or task.task_id != task_id:
             task = self._make_task(slot, task_id)
@@ -373,7 +391,7 @@ class Curriculum:
         """Every task in the pool now (builds the ones never handed out)."""
         tasks = []
         for slot in range(self._capacity):
-            task_id = self._task_ids.item(slot)
+            task_id = self._task_id_at(slot)
             task = self._tasks[slot]
             if task is None or task.task_id != task_id:
                 task = self._make_task(slot, task_id)
@@ -416,11 +434,11 @@ class Curriculum:
     # ---- checkpointing -----------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         """A JSON-able snapshot; `load_state` on a same-config curriculum continues identically."""
-        arrays = self._tracker.backend.arrays
+        arrays = self._tracker.snapshot()  # one moment of a shared tracker, even under writers
         return {
             "format": STATE_FORMAT,
             "config": _normalise(self.config.describe()),
-            "arrays": {name: arrays[name].tolist() for name in sorted(arrays) if not name.startswith("_")},
+            "arrays": {name: arrays[name].tolist() for name in sorted(arrays)},
             "rng": self._rng.bit_generator.state,
             "draws": list(self._draws),
             "draw_pos": self._draw_pos,
@@ -438,10 +456,8 @@ class Curriculum:
 
     def _apply_state(self, checked: dict[str, Any], *, write_arrays: bool) -> None:
         if write_arrays:
-            arrays = self._tracker.backend.arrays
             with self._lock:
-                for name, values in checked["arrays"].items():
-                    arrays[name][:] = values
+                self._tracker.overwrite(checked["arrays"])
         self._rng = checked["rng"]
         self._draws = checked["draws"]
         self._draw_pos = checked["draw_pos"]
@@ -576,7 +592,7 @@ class Curriculum:
 
     # ---- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the tracker (the creator of a shared curriculum unlinks its memory)."""
+        """Release the tracker (the creator of a shared curriculum unlinks its memory); idempotent."""
         self._tasks = [None] * self._capacity
         self._task_ids = None
         self._algorithm = None
@@ -590,6 +606,8 @@ class Curriculum:
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.get_state()
+        if self.is_shared:  # the receiver reads the live arrays: sending a copy of the pool is waste
+            state["arrays"] = {}
         state["backend"] = self._tracker.backend
         state["owner_pid"] = self._owner_pid
         state["config_object"] = self.config
@@ -608,7 +626,7 @@ class Curriculum:
         if backend.is_shared:
             # The shared arrays are live: check them but never write them back, or a worker that
             # starts up would overwrite completions other workers recorded meanwhile.
-            local["arrays"] = {k: backend.arrays[k].tolist() for k in local["arrays"]}
+            local["arrays"] = {k: v.tolist() for k, v in self._tracker.snapshot().items()}
         self._apply_state(self._check_state(local), write_arrays=not backend.is_shared)
 
 
@@ -627,15 +645,27 @@ def _algorithm_value_bounds(config: CurriculumConfig) -> dict[str, tuple[float, 
     return {}
 
 
-def _is_positive_seconds(value: Any) -> bool:
-    if not isinstance(value, Real) or isinstance(value, bool):
-        return False
-    try:
-        seconds = float(value)
-    except (OverflowError, TypeError, ValueError):
-        return False
-    return math.isfinite(seconds) and seconds > 0
-
-
 def _normalise(value: Any) -> Any:
     return json.loads(json.dumps(value, sort_keys=True, default=repr))
+
+
+def _first_difference(created: Any, attaching: Any, path: str = "") -> tuple[str, Any, Any] | None:
+    """The first field (dotted path) where two normalised config descriptions differ, with both values."""
+    if isinstance(created, dict) and isinstance(attaching, dict):
+        kinds = [k for k in ("name", "type") if k in created]  # another kind of thing: say that, not a field of it
+        for key in [*kinds, *created, *(k for k in attaching if k not in created)]:
+            inner = f"{path}.{key}" if path else key
+            if key not in created or key not in attaching:
+                return inner, created.get(key, "nothing"), attaching.get(key, "nothing")
+            found = _first_difference(created[key], attaching[key], inner)
+            if found is not None:
+                return found
+        return None
+    if (isinstance(created, list) and isinstance(attaching, list) and len(created) == len(attaching)
+            and any(isinstance(item, (dict, list)) for item in created)):
+        for i, (a, b) in enumerate(zip(created, attaching)):
+            found = _first_difference(a, b, f"{path}[{i}]")
+            if found is not None:
+                return found
+        return None
+    return None if created == attaching else (path, created, attaching)

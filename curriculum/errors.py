@@ -13,6 +13,7 @@ __all__ = [
     "UnknownTaskError",
     "CurriculumStateError",
     "LockTimeoutError",
+    "SharedTrackerError",
     "WorkerCopyError",
     "EnvContractError",
     "AgentCountError",
@@ -46,6 +47,11 @@ class CurriculumStateError(CurriculumError, ValueError):
 
 class LockTimeoutError(CurriculumError, TimeoutError):
     """The shared tracker's lock could not be taken within its timeout."""
+
+
+class SharedTrackerError(CurriculumError, RuntimeError):
+    """A shared-memory tracker cannot be created, found or trusted: missing, not a tracker,
+    owned by another user, writable by others, or reached through a symbolic link."""
 
 
 class WorkerCopyError(CurriculumError, RuntimeError):

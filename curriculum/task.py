@@ -14,8 +14,9 @@ __all__ = ["CurriculumTask"]
 class CurriculumTask:
     """A task: its id, env config and label, plus live statistics read from the tracker.
 
-    The statistics are read lock-free from the tracker slot the task occupies; once the task
-    is evicted they freeze at zero completions (the slot belongs to another task).
+    The statistics are read lock-free from the tracker slot the task occupies, each property
+    from one state of the slot (never a count from before a completion with a score sum from
+    after it); once the task is evicted they read as zero (the slot belongs to another task).
     """
 
     __slots__ = ("task_id", "env_cfg", "label", "slot", "_tracker")
@@ -43,23 +44,25 @@ class CurriculumTask:
         """The label per-label metrics group this task under."""
         return self.label
 
-    def _live(self) -> bool:
-        return self._tracker is not None and self._tracker.task_id_at(self.slot) == self.task_id
+    def _stats(self) -> tuple[int, float, float]:
+        if self._tracker is None:
+            return 0, 0.0, 0.0
+        return self._tracker.task_stats(self.slot, self.task_id)
 
     @property
     def num_completions(self) -> int:
         """Completions recorded for this task while it is in the pool."""
-        return self._tracker.completions_at(self.slot) if self._live() else 0
+        return self._stats()[0]
 
     @property
     def mean_score(self) -> float:
         """Mean recorded score (0.0 before the first completion)."""
-        return self._tracker.mean_score_at(self.slot) if self._live() else 0.0
+        return self._stats()[1]
 
     @property
     def last_score(self) -> float:
         """Most recent recorded score (0.0 before the first completion)."""
-        return self._tracker.last_score_at(self.slot) if self._live() else 0.0
+        return self._stats()[2]
 
     def __repr__(self) -> str:
         return f"CurriculumTask(task_id={self.task_id}, label={self.label!r}, env_cfg={dict(self.env_cfg)!r})"

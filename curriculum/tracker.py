@@ -8,12 +8,19 @@ can tell a current task from one that was evicted (a late completion) or never i
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-from curriculum.memory import LocalMemoryBackend, SharedMemoryBackend, TaskMemoryBackend
+from curriculum.memory import (
+    DEFAULT_LOCK_TIMEOUT,
+    LocalMemoryBackend,
+    SharedMemoryBackend,
+    TaskMemoryBackend,
+    check_lock_timeout,
+)
 
-__all__ = ["TaskTracker", "COUNTERS", "tracker_layout"]
+__all__ = ["TaskTracker", "COUNTERS", "EMPTY", "tracker_layout", "slot_arrays"]
 
 #: Global int64 counters kept by every tracker, in this order.
 COUNTERS = (
@@ -26,6 +33,7 @@ _TOTAL, _LATE, _EVICTIONS, _CREATED = range(len(COUNTERS))
 
 #: Per-slot arrays of the tracker itself.
 _SLOT_ARRAYS = {"task_ids": "int64", "completions": "int64", "score_sum": "float64", "last_score": "float64"}
+_ROW_FLOATS = tuple(dtype == "float64" for dtype in _SLOT_ARRAYS.values())
 
 EMPTY = -1
 
@@ -38,11 +46,28 @@ def tracker_layout(capacity: int, extra: Mapping[str, tuple[str, int]]) -> dict[
     return layout
 
 
+def slot_arrays(capacity: int, extra: Mapping[str, tuple[str, int]]) -> tuple[str, ...]:
+    """The arrays holding one value per slot: the tracker's own, plus the algorithm's when all
+    of them have one value per slot.
+
+    A shared backend journals one slot's row before a write to it and every other array
+    whole; an algorithm array of pool length that is not indexed by slot (a window of recent
+    scores as long as the pool, say) must be journaled whole, so the algorithm's arrays count
+    as per-slot only when none of them can be anything else.
+    """
+    names = tuple(_SLOT_ARRAYS)
+    if extra and all(length == capacity for _, length in extra.values()):
+        names += tuple(extra)
+    return names
+
+
 class TaskTracker:
     """Completion counts and scores per slot, plus global counters.
 
     Writers call `record`/`record_late`/`assign` while holding `lock`; readers use the
-    array views or the `*_at` accessors without it.
+    array views or the `*_at` accessors without it. On a shared backend the accessors that
+    combine several values of a slot (`mean_score_at`, `task_stats`) read them from one state,
+    and `snapshot()` copies every array as of one moment between two locked sections.
     """
 
     def __init__(self, backend: TaskMemoryBackend, capacity: int) -> None:
@@ -54,15 +79,29 @@ class TaskTracker:
         self.score_sum = backend["score_sum"]
         self.last_score = backend["last_score"]
         self.counters = backend["counters"]
+        if isinstance(backend, SharedMemoryBackend):
+            self._touch = backend.touch
+            self._row_columns = tuple(backend.column_of(name) for name in _SLOT_ARRAYS)
+            self._rows_q, self._rows_d, self._row_length = backend.row_words()
+            self._counter_words = backend.global_words("counters")
+            self._control_words = backend.control_words()
+            self._task_id_column = backend.column_of("task_ids")
+            self.task_id_at = self._task_id_at_shared  # type: ignore[method-assign]
+            self.record = self._record_journaled  # type: ignore[method-assign]
+            self.mean_score_at = self._mean_score_at_shared  # type: ignore[method-assign]
+            self.task_stats = self._task_stats_shared  # type: ignore[method-assign]
 
     @classmethod
     def create(cls, capacity: int, extra: Mapping[str, tuple[str, int]], *, shared: bool = False,
-               lock_timeout: float | None = None) -> TaskTracker:
-        """A tracker over a new local or shared backend."""
+               lock_timeout: float | None = None, meta: Mapping[str, Any] | None = None) -> TaskTracker:
+        """A tracker over a new local or shared backend (`meta` goes into a shared block's header)."""
         layout = tracker_layout(capacity, extra)
+        if lock_timeout is not None:
+            lock_timeout = check_lock_timeout(lock_timeout)
         if shared:
-            kwargs = {} if lock_timeout is None else {"lock_timeout": lock_timeout}
-            backend: TaskMemoryBackend = SharedMemoryBackend(layout, **kwargs)
+            backend: TaskMemoryBackend = SharedMemoryBackend(
+                layout, lock_timeout=DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
+                slot_arrays=slot_arrays(capacity, extra), meta=meta)
         else:
             backend = LocalMemoryBackend(layout)
         backend["task_ids"][:] = EMPTY
@@ -70,7 +109,20 @@ class TaskTracker:
 
     # ---- lock-free reads -------------------------------------------------------------------
     def task_id_at(self, slot: int) -> int:
+        """The task in `slot`, as last committed (never one a writer inside the lock may still undo)."""
         return self.task_ids.item(slot)
+
+    def _task_id_at_shared(self, slot: int) -> int:
+        # the fast path of `SharedMemoryBackend.committed_word`, inline: get_task runs it every call
+        at = slot * self._row_length
+        rows_q = self._rows_q
+        version = rows_q[at]
+        seq = self._control_words[0]
+        if version != seq or not seq & 1:
+            task_id = rows_q[at + self._task_id_column]
+            if rows_q[at] == version:
+                return task_id
+        return self.backend.committed_word(slot, self._task_id_column)
 
     def completions_at(self, slot: int) -> int:
         return self.completions.item(slot)
@@ -78,6 +130,23 @@ class TaskTracker:
     def mean_score_at(self, slot: int) -> float:
         n = self.completions.item(slot)
         return self.score_sum.item(slot) / n if n else 0.0
+
+    def _mean_score_at_shared(self, slot: int) -> float:
+        _, n, total, _ = self.backend.read_row(slot, self._row_columns, _ROW_FLOATS)
+        return total / n if n else 0.0
+
+    def task_stats(self, slot: int, task_id: int) -> tuple[int, float, float]:
+        """(completions, mean score, last score) of `task_id` if it still holds `slot`, else zeros."""
+        if self.task_ids.item(slot) != task_id:
+            return 0, 0.0, 0.0
+        n = self.completions.item(slot)
+        return n, (self.score_sum.item(slot) / n if n else 0.0), self.last_score.item(slot)
+
+    def _task_stats_shared(self, slot: int, task_id: int) -> tuple[int, float, float]:
+        held, n, total, last = self.backend.read_row(slot, self._row_columns, _ROW_FLOATS)
+        if held != task_id:
+            return 0, 0.0, 0.0
+        return n, (total / n if n else 0.0), last
 
     def last_score_at(self, slot: int) -> float:
         return self.last_score.item(slot)
@@ -100,6 +169,7 @@ class TaskTracker:
     # ---- writes (caller holds the lock) ----------------------------------------------------
     def assign(self, slot: int, task_id: int, *, evicted: bool) -> None:
         """Put a new task in `slot`, zeroing its statistics."""
+        self.lock.touch(slot)
         self.completions[slot] = 0
         self.score_sum[slot] = 0.0
         self.last_score[slot] = 0.0
@@ -117,17 +187,38 @@ class TaskTracker:
         self.counters[_TOTAL] += 1
         return n
 
+    def _record_journaled(self, slot: int, score: float) -> int:
+        score = float(score)  # a score that is no number fails here, before any write
+        self._touch(slot)
+        _, completions, score_sum, last_score = self._row_columns
+        at = slot * self._row_length
+        rows_q, rows_d = self._rows_q, self._rows_d
+        n = rows_q[at + completions] + 1
+        rows_q[at + completions] = n
+        rows_d[at + score_sum] += score
+        rows_d[at + last_score] = score
+        self._counter_words[_TOTAL] += 1
+        return n
+
     def record_late(self) -> None:
         """Count a completion of a task that left the pool while its episode ran."""
         self.counters[_LATE] += 1
 
+    def overwrite(self, arrays: Mapping[str, np.ndarray]) -> None:
+        """Replace the named arrays wholesale (restoring a checkpoint; caller holds the lock)."""
+        if isinstance(self.backend, SharedMemoryBackend):
+            self.backend.journal_everything()
+        for name, values in arrays.items():
+            self.backend[name][:] = values
+
     # ---- snapshots -------------------------------------------------------------------------
     def snapshot(self) -> dict[str, np.ndarray]:
-        """Copies of every array (lock-free: a consistent-enough view for stats)."""
-        return {name: array.copy() for name, array in self.backend.arrays.items()}
+        """Copies of every array as of one moment (lock-free; see `SharedMemoryBackend.snapshot`)."""
+        return self.backend.snapshot()
 
     def close(self) -> None:
         """Drop the views, then release the backend."""
-        for attr in ("task_ids", "completions", "score_sum", "last_score", "counters"):
+        for attr in ("task_ids", "completions", "score_sum", "last_score", "counters", "_rows_q", "_rows_d",
+                     "_counter_words", "_control_words"):
             setattr(self, attr, None)
         self.backend.close()

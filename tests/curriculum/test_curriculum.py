@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import os
 from collections import Counter
 from collections.abc import Callable
 from decimal import Decimal
@@ -17,7 +18,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import drive, exact, lp_config, staged_config, student_score, uniform_config
+from helpers import drive, exact, lp_config, mixed_generator, staged_config, student_score, uniform_config
 
 from curriculum import (
     Curriculum,
@@ -25,7 +26,10 @@ from curriculum import (
     CurriculumStateError,
     InvalidScoreError,
     LearningProgressConfig,
+    SharedMemoryBackend,
+    SharedTrackerError,
     SingleTaskGenerator,
+    UniformConfig,
     UnknownTaskError,
 )
 from curriculum.tracker import EMPTY
@@ -528,17 +532,57 @@ def test_staged_state_with_an_impossible_stage_is_refused() -> None:
     assert curriculum.get_state() == before
 
 
-# ---- attaching -------------------------------------------------------------------------------
-def test_attach_refuses_a_config_that_does_not_fit_the_shared_tracker(closing) -> None:
+# ---- attaching ----------------------------------------------------------------------------------
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+ATTACH_MISMATCHES = [
+    ("generator", lambda: lp_config(task_generator=mixed_generator(seed=4)), "task_generator.children[0].seed", "3",
+     "4"),
+    ("algorithm_parameter", lambda: lp_config(algorithm=LearningProgressConfig(min_samples_for_lp=3, ema_timescale=0.2)),
+     "algorithm.ema_timescale", "0.1", "0.2"),
+    ("algorithm", lambda: lp_config(algorithm=UniformConfig()), "algorithm.name", "learning_progress", "uniform"),
+    ("score_range", lambda: lp_config(score_range=(0.0, 2.0)), "score_range", "[0.0, 1.0]", "[0.0, 2.0]"),
+    ("pool_size", lambda: lp_config(n=6), "num_active_tasks", "8", "6"),
+    ("seed", lambda: lp_config(seed=12), "seed", "11", "12"),
+    ("eviction", lambda: lp_config(eviction_percentile=40.0), "eviction_percentile", "50.0", "40.0"),
+    ("refresh_interval", lambda: lp_config(refresh_interval=6), "refresh_interval", "5", "6"),
+]
+
+
+@pytest.mark.parametrize(("make_config", "field", "theirs", "ours"), [m[1:] for m in ATTACH_MISMATCHES],
+                         ids=[m[0] for m in ATTACH_MISMATCHES])
+def test_attach_refuses_a_different_config_and_names_the_field(closing, make_config, field: str, theirs: str,
+                                                               ours: str) -> None:
     curriculum = closing(lp_config(n=8), shared_memory=True)
+    drive(curriculum, 30)
     name = curriculum.shared_memory_name
-    with pytest.raises(CurriculumConfigError, match=exact(
-            f"Expected shared tracker {name!r} to hold task_ids=('int64', 6) for this config, received ('int64', 8)")):
-        Curriculum.attach(name, lp_config(n=6))
-    with pytest.raises(CurriculumConfigError, match=exact(
-            f"Expected shared tracker {name!r} to hold lp_fast=None for this config, received ('float64', 8)")):
-        Curriculum.attach(name, uniform_config(n=8))
-    attached = Curriculum.attach(name, lp_config(n=8), seed=1)
+    before, fds = curriculum.get_state(), _open_fds()
+    message = (f"Expected the config of the shared curriculum {name!r}, but `{field}` differs: {theirs} in the shared "
+               f"curriculum, {ours} in the config given to attach")
+    with pytest.raises(CurriculumConfigError, match=exact(message)):
+        Curriculum.attach(name, make_config())
+    assert curriculum.get_state() == before
+    assert _open_fds() == fds  # the refused handle let go of the block
+
+
+def test_attach_refuses_what_is_not_a_curriculum(closing) -> None:
+    curriculum = closing(lp_config(n=8), shared_memory=True)
+    with pytest.raises(CurriculumConfigError, match=exact("Expected `config` to be a CurriculumConfig, received dict")):
+        Curriculum.attach(curriculum.shared_memory_name, {"num_active_tasks": 8})
+    backend = SharedMemoryBackend({"values": ("int64", 4)})
+    try:
+        message = f"Expected the shared tracker {backend.name!r} to belong to a Curriculum, but it holds no curriculum config"
+        with pytest.raises(SharedTrackerError, match=exact(message)):
+            Curriculum.attach(backend.name, lp_config(n=8))
+    finally:
+        backend.close()
+
+
+def test_attach_with_the_same_config_shares_the_pool(closing) -> None:
+    curriculum = closing(lp_config(n=8), shared_memory=True)
+    attached = Curriculum.attach(curriculum.shared_memory_name, lp_config(n=8), seed=1)
     assert attached.get_task().task_id in range(8)
     attached.close()
 
@@ -557,17 +601,12 @@ def test_attached_handles_share_the_pool_and_its_statistics(closing) -> None:
 
 
 # ---- constructor arguments and reseeding -----------------------------------------------------
-@pytest.mark.parametrize(("kwargs", "message"), [
-    ({"lock_timeout": "5"}, "Expected `lock_timeout` to be None or a finite number of seconds > 0, received '5'"),
-    ({"lock_timeout": 0}, "Expected `lock_timeout` to be None or a finite number of seconds > 0, received 0"),
-    ({"lock_timeout": float("inf")},
-     "Expected `lock_timeout` to be None or a finite number of seconds > 0, received inf"),
-    ({"lock_timeout": True}, "Expected `lock_timeout` to be None or a finite number of seconds > 0, received True"),
-    ({"shared_memory": "yes"}, "Expected `shared_memory` to be a bool, received 'yes'"),
-], ids=["lock-timeout-str", "lock-timeout-zero", "lock-timeout-inf", "lock-timeout-bool", "shared-memory-str"])
-def test_bad_constructor_argument(kwargs: dict, message: str) -> None:
-    with pytest.raises(CurriculumConfigError, match=exact(message)):
-        Curriculum(lp_config(), **kwargs)
+@pytest.mark.parametrize("shared_memory", ["yes", 1, None])
+def test_shared_memory_must_be_a_bool(shared_memory) -> None:
+    """(`lock_timeout` is checked with the tracker: tests/curriculum/test_memory.py.)"""
+    with pytest.raises(CurriculumConfigError,
+                       match=exact(f"Expected `shared_memory` to be a bool, received {shared_memory!r}")):
+        Curriculum(lp_config(), shared_memory=shared_memory)
 
 
 @pytest.mark.parametrize("seed", ["abc", -1, 1.5, True, None, np.float64(2)], ids=repr)

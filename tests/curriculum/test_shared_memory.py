@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import textwrap
@@ -213,3 +214,47 @@ def test_recording_into_a_closed_shared_curriculum_raises_instead_of_crashing() 
     assert result.returncode == 0, (result.returncode, result.stderr)
     assert result.stdout.startswith("CurriculumError The shared tracker lock ")
     assert result.stdout.rstrip().endswith("was closed with its tracker")
+
+
+# ---- a writer stopped or killed inside the lock ------------------------------------------------
+def _stop_inside_an_update(curriculum: Curriculum, slot: int) -> None:
+    """Take the lock, write half of one completion into `slot` (the tracker's part, not the
+    algorithm's), then stop this process (SIGSTOP) as if descheduled forever."""
+    curriculum.tracker.lock.acquire()
+    curriculum.tracker.record(slot, 1.0)
+    os.kill(os.getpid(), signal.SIGSTOP)
+
+
+def _wait_until_stopped(pid: int) -> None:
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        assert time.monotonic() < deadline, "the writer never stopped"
+        time.sleep(0.005)
+
+
+def test_readers_and_checkpoints_see_the_state_before_an_unfinished_update() -> None:
+    """A holder stopped mid-update has written part of a completion: lock-free reads of a task
+    and checkpoints show the state before it; once it is killed, the next holder rolls it back."""
+    with Curriculum(lp_config(), shared_memory=True, lock_timeout=0.3) as curriculum:
+        drive(curriculum, 40)
+        task = curriculum.active_tasks()[2]
+        before = curriculum.get_state()
+        seen_before = (task.num_completions, task.mean_score, task.last_score, curriculum.tracker.mean_score_at(2))
+        writer = multiprocessing.get_context("fork").Process(target=_stop_inside_an_update, args=(curriculum, 2))
+        writer.start()
+        pid = writer.pid
+        try:
+            _wait_until_stopped(pid)
+            assert curriculum.tracker.completions[2] == seen_before[0] + 1  # the live arrays are half-updated
+            assert (task.num_completions, task.mean_score, task.last_score,
+                    curriculum.tracker.mean_score_at(2)) == seen_before
+            assert curriculum.get_state() == before
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            writer.join(timeout=30)
+        repairs = curriculum.tracker.backend.repairs
+        with curriculum.tracker.lock:
+            pass
+        assert curriculum.tracker.backend.repairs == repairs + 1
+        assert curriculum.get_state() == before
+        assert curriculum.tracker.completions[2] == seen_before[0]
