@@ -155,20 +155,28 @@ class StageSource(Protocol):
         ...
 
 
-# Curriculum handle -> pid of the process that last reseeded it, so that the envs of one
-# process share one sampling stream and every worker process gets its own.
-_RESEEDED: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+# Curriculum handle -> (pid, vector env?) of the env that last reseeded it, so that the envs of
+# one process share one sampling stream and every worker process gets its own.
+_RESEEDED: weakref.WeakKeyDictionary[Any, tuple[int, bool]] = weakref.WeakKeyDictionary()
 
 
-def _reseed_once_per_process(curriculum: Any, seed: int) -> None:
+def _reseed_once_per_process(curriculum: Any, seed: int, *, in_vector: bool) -> None:
+    """Reseed `curriculum` from the first env built over it in this process.
+
+    pufferlib builds a throwaway driver env (no vector buffer, default seed) in every worker
+    process before the worker's real envs; were it to reseed, every worker would draw the same
+    stream. So an env of a vector (`in_vector`, built with its buffer slice) reseeds a handle
+    that only such a driver env reseeded in this process.
+    """
     reseed = getattr(curriculum, "reseed", None)
     if reseed is None:
         return
     pid = os.getpid()
     try:
-        if _RESEEDED.get(curriculum) == pid:
+        previous = _RESEEDED.get(curriculum)
+        if previous is not None and previous[0] == pid and (previous[1] or not in_vector):
             return
-        _RESEEDED[curriculum] = pid
+        _RESEEDED[curriculum] = (pid, in_vector)
     except TypeError:  # not weak-referenceable: reseed every time
         pass
     reseed(seed)
@@ -502,8 +510,10 @@ class EpisodeCounters:
         local_tracking: bool,
         stats_interval: int,
         stage_source: StageSource | None,
+        in_vector: bool = False,
     ) -> None:
-        """Set up the episode accounting and give this process its own sampling stream."""
+        """Set up the episode accounting and give this process its own sampling stream
+        (`in_vector`: the env was built with a vector's buffer slice)."""
         _check_seed(seed)
         self._accounting = _EpisodeAccounting(
             curriculum,
@@ -514,7 +524,7 @@ class EpisodeCounters:
         )
         self.curriculum = curriculum
         if seed is not None:
-            _reseed_once_per_process(curriculum, seed)
+            _reseed_once_per_process(curriculum, seed, in_vector=in_vector)
 
     @property
     def episodes(self) -> int:
@@ -594,7 +604,7 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
         self._check_env(env, buf)
         self.env = env
         self._bind_curriculum(curriculum, seed=seed, score_fn=score_fn, local_tracking=local_tracking,
-                              stats_interval=stats_interval, stage_source=stage_source)
+                              stats_interval=stats_interval, stage_source=stage_source, in_vector=buf is not None)
         n = int(env.num_agents)
         self._num_agents = n
         self._env_step = env.step

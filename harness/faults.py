@@ -340,6 +340,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
     "test_config_at_reset": (("--gate-curriculum-env", "harness.faults:LateConfigCurriculumEnv"),),
     "test_per_label_metrics": (("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),),
     "test_forgetting": (("--gate-curriculum", "harness.faults:make_decline_blind_lp"),),
+    "test_worker_streams": (("--gate-curriculum", "harness.faults:make_shared_stream_curriculum"),),
+    "test_multi_agent": (("--gate-curriculum-env", "harness.faults:FirstAgentScoreCurriculumEnv"),),
     "test_staged_progression": (("--gate-curriculum", "harness.faults:make_late_advancing_staged"),
                                 ("--gate-curriculum", "harness.faults:make_regression_blind_staged")),
 }

@@ -286,6 +286,26 @@ def test_reseeds_once_per_process(make_curriculum: Any) -> None:
     assert [reseeded.get_task().task_id for _ in range(20)] == [reference.get_task().task_id for _ in range(20)]
 
 
+def _buffer_slice() -> dict[str, np.ndarray]:
+    """A vector's buffer slice for one single-agent env, as pufferlib hands it to an env."""
+    env = FixedEpisodeEnv()
+    return {name: getattr(env, name) for name in ("observations", "rewards", "terminals", "truncations", "masks",
+                                                  "actions")}
+
+
+def test_a_vector_env_reseeds_over_the_driver_env_pufferlib_builds_first(make_curriculum: Any) -> None:
+    """pufferlib builds a throwaway env (no buffer, seed 0) in every worker before its real
+    envs: were that the only reseed, every worker process would draw the same stream."""
+    config = two_label_config(num_active_tasks=64)
+    reseeded, reference = make_curriculum(config), make_curriculum(config)
+    CurriculumEnv(FixedEpisodeEnv(), reseeded, seed=0)  # the driver env
+    for seed in (9, 10):  # the worker's envs: the first one reseeds
+        buf = _buffer_slice()
+        CurriculumEnv(FixedEpisodeEnv(buf=buf), reseeded, seed=seed, buf=buf)
+    reference.reseed(9)
+    assert [reseeded.get_task().task_id for _ in range(20)] == [reference.get_task().task_id for _ in range(20)]
+
+
 # ---- delegation and pufferlib ---------------------------------------------------------------------
 def test_explicit_delegation_shares_buffers(make_curriculum: Any) -> None:
     inner = FixedEpisodeEnv(num_agents=2)

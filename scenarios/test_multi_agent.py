@@ -1,0 +1,98 @@
+"""Multi-agent episodes: every agent's return counts, however and whenever each agent ends.
+
+Bug class: a wrapper that scores one agent for all, sums where it should average, ends the
+episode when the first agent is done, or never sees the end when agents finish at different
+steps and report it once (a done flag set for that one step only). Three agents earn known,
+different rewards and end at different steps (`ExactAccountingEnv`), holding their done flag
+or pulsing it once, through one env, pufferlib Serial and Multiprocessing with shared and
+centralized tracking. Every episode must be recorded exactly once with the mean of the three
+returns; the accounting oracle checks each one and every reported number.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from curriculum import BucketedTaskGenerator, CurriculumConfig, UniformConfig
+from curriculum.vector import make_curriculum_vecenv
+from harness.envs import ExactAccountingEnv
+from harness.episodes import LabelledTaskGenerator
+from harness.thresholds import MULTI_AGENT as LIMITS
+
+DESIGNS = [("single", None), ("Serial", "shared"), ("Serial", "centralized"), ("Multiprocessing", "shared"),
+           ("Multiprocessing", "centralized")]
+
+
+def agent_config(seed: int) -> CurriculumConfig:
+    """Tasks whose three agents earn different rewards and end at different steps."""
+    generator = LabelledTaskGenerator(BucketedTaskGenerator({}, {
+        "reward_per_step": [[1.0, 0.5, 0.25], [0.25, 0.25, 1.0], [0.5, 0.0, 0.75]],
+        "episode_length": [[2, 5, 3], [4, 1, 4], [3, 3, 3]],
+        "end": ["terminal", "truncated"],
+    }, label="team", seed=seed))
+    return CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=LIMITS.pool,
+                            seed=seed, score_range=(0.0, 5.0))
+
+
+@pytest.mark.parametrize("done_flags", ["hold", "pulse"])
+@pytest.mark.parametrize(("backend", "tracking"), DESIGNS, ids=[f"{b}-{t}" if t else b for b, t in DESIGNS])
+def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factory, curriculum_env_class,
+                                                               require_capability, scenario_seed, backend, tracking,
+                                                               done_flags, oracle, golden) -> None:
+    shared = tracking == "shared" and backend == "Multiprocessing"
+    options = {}
+    if shared:
+        require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                           "this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
+        options["shared_memory"] = True
+    curriculum = curriculum_factory(agent_config(scenario_seed), **options)
+    context = f"{backend}/{tracking or 'local'}, {done_flags} flags"
+    watcher = oracle(context=context)
+    in_process = backend != "Multiprocessing"
+    target = watcher.watch(curriculum) if in_process else curriculum
+    if tracking == "centralized":
+        require_capability(callable(getattr(curriculum, "sync_state", None)),
+                           "centralized tracking needs sync_state()/apply_sync_state()")
+
+    def make_env(buf=None, seed=0):
+        return ExactAccountingEnv(num_agents=LIMITS.num_agents, done_flags=done_flags, buf=buf,
+                                  seed=seed + 1000 * scenario_seed)
+
+    try:
+        if backend == "single":
+            env = curriculum_env_class(make_env(), target, seed=scenario_seed)
+            env.reset()
+            actions = np.zeros(LIMITS.num_agents, dtype=np.int32)
+            for _ in range(LIMITS.steps):
+                infos = env.step(actions)[4]
+                watcher.observe(infos)
+            env.close()
+        else:
+            vec_options = {"num_workers": 2, "overwork": True} if backend == "Multiprocessing" else {}
+            vecenv = make_curriculum_vecenv(make_env, target, backend=backend, tracking=tracking,
+                                            num_envs=LIMITS.num_envs, seed=scenario_seed, **vec_options)
+            try:
+                vecenv.reset(seed=scenario_seed)
+                actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+                for _ in range(LIMITS.steps):
+                    watcher.observe(vecenv.step(actions)[4])
+            finally:
+                vecenv.close()
+        ended = len(watcher.episodes)
+        assert ended >= LIMITS.min_episodes, (
+            f"{context}: the envs reported {ended} episodes in {LIMITS.steps} steps, expected at least "
+            f"{LIMITS.min_episodes}, seed {scenario_seed}"
+        )
+        stats = curriculum.stats()
+        recorded = stats["total_completions"] + stats["late_completions"]
+        assert recorded == ended, (
+            f"{context}: {ended} multi-agent episodes ended but the curriculum recorded {recorded}, seed {scenario_seed}"
+        )
+        watcher.verify(curriculum)
+        golden({"episodes": ended, "mean_score": sum(e.score for e in watcher.episodes) / ended})
+    finally:
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()

@@ -1,0 +1,102 @@
+"""Worker streams: many workers draw different task sequences, and a run reproduces from its seed.
+
+Bug class (seeds/003 and kin): every worker process drawing the same sequence (a sampling
+stream shared through fork, a per-worker reseed that never happens or ignores its seed),
+or task ids derived from the wrong counter, so distinct tasks collide. A pool of distinct
+tasks (each episode's record names the task it ran); four envs on two worker processes
+(pufferlib Multiprocessing, shared tracking) and on Serial. Checked: no two worker
+processes draw the same sequence; the same seed gives the same per-env sequences again and
+another seed different ones; every number is checked by the accounting oracle (one task id
+per task config and back).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from curriculum import BucketedTaskGenerator, CurriculumConfig, LearningProgressConfig, UniformConfig
+from curriculum.vector import make_curriculum_vecenv
+from harness.envs import ExactAccountingEnv
+from harness.episodes import LabelledTaskGenerator
+from harness.thresholds import WORKER_STREAMS as LIMITS
+
+
+def stream_config(seed: int, algorithm) -> CurriculumConfig:
+    generator = LabelledTaskGenerator(BucketedTaskGenerator(
+        {}, {"episode_length": [1, 2, 3, 4], "reward_per_step": [0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 0.875, 1.0]},
+        label="stream", seed=seed))
+    return CurriculumConfig(task_generator=generator, algorithm=algorithm, num_active_tasks=LIMITS.pool, seed=seed,
+                            score_range=(0.0, 4.0))
+
+
+def _env(buf=None, seed=0):
+    return ExactAccountingEnv(buf=buf, seed=seed)
+
+
+def _streams(curriculum_factory, seed: int, backend: str, algorithm, oracle) -> dict[int, list]:
+    """Per env slot of the vector, the task tags its episodes ran, in order."""
+    options = {"shared_memory": True} if backend == "Multiprocessing" else {}
+    curriculum = curriculum_factory(stream_config(seed, algorithm), **options)
+    watcher = oracle(context=f"{backend} streams, seed {seed}")
+    target = watcher.watch(curriculum) if backend == "Serial" else curriculum
+    vec_options = {"num_workers": LIMITS.num_workers, "overwork": True} if backend == "Multiprocessing" else {}
+    vecenv = make_curriculum_vecenv(_env, target, backend=backend, tracking="shared", num_envs=LIMITS.num_envs,
+                                    seed=seed, **vec_options)
+    try:
+        vecenv.reset(seed=seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        for _ in range(LIMITS.vec_steps):
+            watcher.observe(vecenv.step(actions)[4])
+    finally:
+        vecenv.close()
+    watcher.verify(curriculum)
+    curriculum.close()
+    streams: dict[str, list] = {}
+    for episode in watcher.episodes:
+        streams.setdefault(episode.record.env, []).append(episode.record.identity)
+    # env names are `<pid>:<seed>:<n>`: order the envs by their vector seed, which names the slot
+    return {index: streams[name] for index, name in enumerate(sorted(streams, key=lambda n: int(n.split(":")[1])))}
+
+
+@pytest.fixture
+def shared_factory(curriculum_factory, require_capability):
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
+    return curriculum_factory
+
+
+def test_worker_processes_draw_different_sequences_reproducibly(shared_factory, scenario_seed, oracle,
+                                                                golden) -> None:
+    first = _streams(shared_factory, scenario_seed, "Multiprocessing", UniformConfig(), oracle)
+    again = _streams(shared_factory, scenario_seed, "Multiprocessing", UniformConfig(), oracle)
+    other = _streams(shared_factory, scenario_seed + LIMITS.other_seed_offset, "Multiprocessing", UniformConfig(),
+                     oracle)
+    assert len(first) == LIMITS.num_envs, f"{len(first)} envs reported episodes, expected {LIMITS.num_envs}"
+    per_worker = LIMITS.num_envs // LIMITS.num_workers
+    workers = [sum((first[slot] for slot in range(w * per_worker, (w + 1) * per_worker)), [])
+               for w in range(LIMITS.num_workers)]
+    prefix = LIMITS.compared_prefix
+    for a in range(LIMITS.num_workers):
+        for b in range(a + 1, LIMITS.num_workers):
+            same = sum(x == y for x, y in zip(first[a * per_worker][:prefix], first[b * per_worker][:prefix]))
+            assert same < LIMITS.max_shared_draws, (
+                f"worker processes {a} and {b} drew the same task in {same} of their first {prefix} episodes "
+                f"(uniform over {LIMITS.pool} tasks: about {prefix / LIMITS.pool:.0f}); their streams are not "
+                f"independent, seed {scenario_seed}"
+            )
+    assert first == again, (
+        f"the same seed gave different per-env task sequences (first difference at env "
+        f"{next(i for i in first if first[i] != again.get(i))}), seed {scenario_seed}"
+    )
+    assert first != other, f"seeds {scenario_seed} and {scenario_seed + LIMITS.other_seed_offset} gave the same run"
+    golden({"episodes_per_env": [len(first[i]) for i in sorted(first)],
+            "distinct_tasks_per_worker": [len(set(w)) for w in workers]})
+
+
+def test_serial_learning_progress_run_reproduces_from_its_seed(curriculum_factory, scenario_seed, oracle) -> None:
+    first = _streams(curriculum_factory, scenario_seed, "Serial", LearningProgressConfig(), oracle)
+    again = _streams(curriculum_factory, scenario_seed, "Serial", LearningProgressConfig(), oracle)
+    assert first == again, f"the same seed gave different per-env task sequences under Serial, seed {scenario_seed}"
