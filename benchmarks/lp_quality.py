@@ -172,7 +172,9 @@ def _after_mastery(curriculum: Curriculum, simulator: TaskDependencySimulator, l
     evictions = curriculum.tracker.evictions
     cold = 0
     warm_after = getattr(curriculum.config.algorithm, "min_samples_for_lp", 0)
-    completions = curriculum.tracker.completions
+    # the algorithm's own completion counts where it keeps them (they include the statistics a
+    # task inherits from a remembered configuration), else the tracker's
+    completions = curriculum.tracker.backend.arrays.get("lp_count", curriculum.tracker.completions)
     get, update, sample = curriculum.get_task, curriculum.update_task_performance, simulator.sample_task
     played = []
     for _ in range(phase.window):

@@ -209,7 +209,7 @@ class Curriculum:
 
     def _evict(self, slot: int, task_id: int) -> None:
         self._algorithm.reset_slot(slot)
-        self._tracker.assign(slot, task_id + self._capacity, evicted=True)
+        self._tracker.assign(slot, self._algorithm.replacement_task_id(slot, task_id), evicted=True)
         self._evictable[slot] = EMPTY
 
     def _fill_pool(self, *, evicted: bool) -> None:
@@ -244,11 +244,13 @@ class Curriculum:
             self._evictable = np.where(self._eviction_shortlist(scores), task_ids, EMPTY).tolist()
 
     def _eviction_shortlist(self, scores: np.ndarray) -> list[bool]:
-        """The lowest-scoring `eviction_percentile`% of eligible tasks; a shortlisted task is
-        evicted at its next completion only if its score then is still <= the cut-off."""
-        eligible = np.flatnonzero(self._tracker.completions >= self._min_presentations)
+        """The lowest-scoring `eviction_percentile`% of eligible tasks (presented often enough, and
+        let go by the algorithm); a shortlisted task is evicted at its next completion only if its
+        score then is still <= the cut-off."""
+        presented = self._tracker.completions >= self._min_presentations
+        eligible = np.flatnonzero(self._algorithm.eviction_candidates(presented))  # the ones it lets go
         shortlist = np.zeros(self._capacity, dtype=bool)
-        k = int(eligible.size * self.config.eviction_percentile / 100.0)
+        k = min(int(np.count_nonzero(presented) * self.config.eviction_percentile / 100.0), eligible.size)
         self._eviction_threshold = -math.inf
         if k > 0:
             order = np.argpartition(scores[eligible], k - 1)[:k]

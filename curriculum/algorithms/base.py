@@ -47,6 +47,17 @@ class CurriculumAlgorithm(ABC):
     def reset_slot(self, slot: int) -> None:
         """Zero the algorithm's state of `slot` for a new task (under the lock)."""
 
+    def replacement_task_id(self, slot: int, evicted_task_id: int) -> int:
+        """Id of the task that takes `slot` after `evicted_task_id` was evicted (under the lock,
+        after `reset_slot`): a later id of the same slot, `evicted_task_id + k * capacity` with
+        k >= 1. The default admits the next one."""
+        return evicted_task_id + self.capacity
+
+    def eviction_candidates(self, eligible: np.ndarray) -> np.ndarray:
+        """Of the slots `eligible` for eviction (enough presentations), those the algorithm lets
+        go; the eviction shortlist is the lowest-scoring `eviction_percentile`% of them."""
+        return eligible
+
     def record(self, slot: int, score: float, completions: int) -> int:
         """Update per-task state after a completion (under the lock); POOL_REFILL asks the
         curriculum to refill every slot (a stage change)."""

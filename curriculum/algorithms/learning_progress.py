@@ -1,31 +1,94 @@
-"""Bidirectional learning progress with a noise floor.
+"""Bidirectional learning progress, with a memory of tasks and budgets that keep it working
+once everything learnable is mastered.
 
-Per task, a completion's score s becomes a baseline-normalised signal
-x = (s - b) / (1 - b), with b = min(first score, max_baseline). Two EMAs follow x, a fast
-one (rate a_f) and a slow one (rate a_s = a_f * slow_timescale_factor). For the first
-`min_samples_for_lp` completions both hold the running mean of x (and the noise variance the
-running variance), so the EMAs start from an average rather than from one noisy score,
-whose decaying offset would otherwise look like progress. Learning progress is
-their gap in either direction (improving or forgetting), minus what noise alone would make:
+Learning progress of a task
+---------------------------
+The first `min_samples_for_lp` completions of a task (its warm-up) only measure it: their mean
+score becomes the baseline b (capped at `max_baseline`) and seeds both EMAs, so one lucky or
+unlucky first episode cannot open a gap that then decays like progress. After that a score s
+becomes x = (s - b) / (1 - b), followed by a fast EMA (rate a_f = `ema_timescale`) and a slow
+one (a_s = a_f * `slow_timescale_factor`). Learning progress is their gap in either direction
+(improving or forgetting), minus what noise alone would make:
 
-    LP = max(0, |fast - slow| - noise_z * k * sigma),
+    LP = max(0, max(|fast - slow|, lost) - noise_z * k * sigma),
     k^2 = a_f/(2-a_f) + a_s/(2-a_s) - 2 a_f a_s / (a_f + a_s - a_f a_s),
 
-where k * sigma is the standard deviation of the gap for white noise of variance sigma^2
-(estimated by an EMA of (x - fast)^2). A task whose score never moves has gap 0; one whose
-score only moves as noise has a gap inside the noise band; both end with LP ~ 0. A trend of
-slope g per episode opens a gap of about g (1/a_s - 1/a_f), which clears the band.
+where k * sigma is the standard deviation of the gap for white noise of variance sigma^2.
+- sigma^2 is an EMA of half the squared difference of successive x. Unlike the spread around
+  the fast EMA, it does not grow with the trend itself, so a task learned (or forgotten)
+  quickly is not mistaken for a noisy one.
+- `lost` is how far the slow EMA sits below its own peak, for a task whose peak was learned
+  (below). A forgotten task that is being relearned has fast and slow EMAs that cross on the
+  way back up, and |fast - slow| alone reads zero there, long before the task is back where
+  it was; `lost` keeps its LP until it is. The peak follows a lower slow EMA slowly (rate
+  a_s * `slow_timescale_factor`), so ground that is never regained stops counting.
 
-Sampling: an `exploration` share is spread uniformly over the pool; a `cold_exploration`
-share is split among tasks with fewer than `min_samples_for_lp` completions (so new tasks get
-tried, but pool churn cannot crowd out learning); the rest goes to warm tasks in proportion to
-their LP. When no warm task has LP, everything but the uniform share goes to the cold ones.
+Why LP alone is not enough: what went wrong after mastery
+----------------------------------------------------------
+LP is zero both for a mastered task (high score, no change) and for an impossible one (low
+score, no change). In a real PPO run, once every learnable task was mastered every LP was 0:
+the sampler then gave nearly all its mass to cold (newly admitted) tasks, eviction kept
+replacing zero-LP tasks by fresh draws from the generator, an impossible configuration that
+was evicted came back as a new cold task, and impossible settings took their share of the
+generator again (23-40% of samples). The mechanisms below break that loop; each one is also
+what makes the mostly-impossible and prerequisite-chain task spaces work.
+
+1. Learned is not impossible. A warm task is *learned* when its slow EMA is at least
+   `mastered_gain` above its baseline (it was learned here) or its level b + slow (1 - b) is at
+   least `max_baseline` (it arrived mastered). Learned tasks without LP share the `revisit`
+   budget, so each is sampled regularly and forgetting shows up as LP within a few samples.
+   Tasks never learned and without LP (impossible, or not yet within reach) get the uniform
+   `exploration` floor, plus the two budgets of 5.
+2. A memory of task configurations (`config_memory` entries keyed by a hash of label and env
+   config). When a task leaves the pool its statistics are stored under its configuration; a
+   task whose configuration was seen before starts from them instead of cold. An impossible
+   configuration that comes back is known to be stagnant at once and costs no cold samples; a
+   mastered one is known to be mastered.
+3. Per-label usefulness: an EMA, per label, of whether each warm completion showed progress or
+   mastery (1) or neither (0). A cold task's share of the `cold_exploration` budget scales with
+   its label's usefulness (x2, capped at 1), so cold exploration shrinks by itself where new
+   tasks keep turning out stagnant.
+4. Choosing what to admit. When eviction frees a slot, up to `admission_candidates` next task
+   ids are looked at; the first whose configuration is not remembered as stagnant and whose
+   label's usefulness is at least `admission_usefulness` is admitted (else the most useful
+   one). A mostly-impossible space fills its pool with learnable tasks. Eviction takes warm
+   tasks without LP in this order: never-learned tasks (keeping one task of every label in the
+   pool), then learned tasks whose configuration holds more than twice its share of the pool,
+   then learned tasks once learned configurations hold more than `LEARNED_POOL_SHARE` of it.
+   Learned tasks are only let go while admissions keep finding something better (an EMA of
+   failed admissions under `_ADMISSION_FAILURE_LIMIT`).
+5. Retry when the student changes. A task not yet within reach (the next one of a
+   prerequisite chain) looks exactly like an impossible one until the student masters what it
+   needs. So whenever a configuration is mastered for the first time in the pool (its level
+   crosses `max_baseline`), every label with stagnant never-learned tasks is owed one fast-EMA
+   timescale (1 / a_f completions) of samples from the `retry` budget. When no task has LP,
+   the rest of the mass goes to learned tasks and to stagnant ones not yet proven (fewer than
+   warm-up + 1 / a_f completions). Once everything learnable is mastered nothing crosses any
+   more, and impossible tasks are left with the exploration floor.
+
+Copies of one configuration in the pool are one task of the student: LP, revisit, retry and
+floor shares are split per configuration first, then over its copies, so the sampling does not
+depend on how many copies the pool happens to hold.
+
+Sampling: `exploration` per configuration over the pool; the cold budget over cold tasks as in
+3; `revisit` over learned tasks without LP; `retry` over due labels; the rest over tasks with
+LP, in proportion to LP. Without LP the rest goes as in 5; with no warm task at all, to cold
+tasks; else uniformly.
+
+All of it lives in tracker arrays (`extra_layout`): per-slot statistics, the configuration
+memory, the label table and the counters are shared across processes and checkpointed with the
+tracker. `record` and `replacement_task_id` run under the tracker lock and are O(1) (the latter
+generates at most `admission_candidates` configurations, and only when a task is evicted;
+`record` scans the pool only when a task's level first reaches `max_baseline`); `scores`,
+`probabilities` and `eviction_candidates` are vectorised over the pool and run once per
+refresh.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,11 +96,61 @@ from curriculum.algorithms.base import POOL_UNCHANGED, CurriculumAlgorithm
 from curriculum.config import LearningProgressConfig
 from curriculum.generators import TaskGenerator
 
-__all__ = ["LearningProgressAlgorithm"]
+__all__ = ["LearningProgressAlgorithm", "MEMORY_FIELDS", "LABEL_TABLE_SIZE", "LEARNED_POOL_SHARE", "LP_COUNTERS",
+           "config_key"]
+
+#: Statistics a configuration memory entry keeps, in this order.
+MEMORY_FIELDS = ("fast", "slow", "var", "baseline", "last", "peak", "count")
+_FAST, _SLOW, _VAR, _BASE, _LAST, _PEAK, _COUNT = range(len(MEMORY_FIELDS))
+_NUM_FIELDS = len(MEMORY_FIELDS)
+
+#: Distinct labels whose usefulness is tracked (open addressing; more labels go untracked).
+LABEL_TABLE_SIZE = 256
+LEARNED_POOL_SHARE = 0.5
+"""Share of the pool learned configurations may hold before learned tasks can be evicted."""
+
+#: int64 counters of the algorithm, in this order.
+LP_COUNTERS = ("memory_hits", "admissions_skipped", "mastery_events")
+_HITS, _SKIPPED, _EVENTS = range(len(LP_COUNTERS))
+
+_PROBES = 4
+"""Table positions tried for a key before a memory entry is overwritten (or a label untracked)."""
+_PRIOR_USEFULNESS = 0.5
+"""Usefulness of a label nothing is known about yet."""
+_ADMISSION_RATE = 1.0 / 8
+"""Rate of the EMA of failed admissions (no candidate good enough)."""
+_ADMISSION_FAILURE_LIMIT = 0.25
+"""Learned tasks are evicted only while fewer admissions than this fail."""
+_CROWDED = 2.0
+"""A learned configuration holding more than this many times its share of the pool is crowded."""
+
+
+def config_key(env_cfg: Any, label: str) -> int:
+    """A positive int64 key of a task's label and env config, the same in every process (for
+    configs whose `repr` is: plain data)."""
+    digest = hashlib.blake2b(repr((label, env_cfg)).encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") >> 1) or 1
+
+
+def _label_key(label: str) -> int:
+    return (int.from_bytes(hashlib.blake2b(label.encode(), digest_size=8).digest(), "little") >> 1) or 1
+
+
+class _PoolView(NamedTuple):
+    """What one refresh knows about the pool."""
+
+    lp: np.ndarray
+    warm: np.ndarray
+    learned: np.ndarray
+    group: np.ndarray
+    """Per slot, the index of its configuration among the pool's (unknown ones count as distinct)."""
+    copies: np.ndarray
+    """Per configuration, its slots in the pool."""
 
 
 class LearningProgressAlgorithm(CurriculumAlgorithm):
-    """Samples tasks in proportion to their learning progress; evicts the stagnant."""
+    """Samples tasks in proportion to their learning progress, revisits learned ones, and
+    remembers which configurations and labels turned out stagnant."""
 
     evicts = True
 
@@ -52,12 +165,29 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         k2 = a_f / (2 - a_f) + a_s / (2 - a_s) - 2 * a_f * a_s / (a_f + a_s - a_f * a_s)
         self._noise_scale = config.noise_z * math.sqrt(max(k2, 0.0))
         self._max_baseline = config.max_baseline
+        self._mastered_gain = config.mastered_gain
         self._warmup = config.min_samples_for_lp
+        self._memory_size = config.config_memory
+        self._peak_decay = a_s * config.slow_timescale_factor
+        self._retry_samples = max(1, round(1.0 / a_f))
+        self._proven = self._warmup + self._retry_samples
+        self._view: _PoolView | None = None
 
+    # ---- layout --------------------------------------------------------------------------------
     def extra_layout(self) -> dict[str, tuple[str, int]]:
         n = self.capacity
-        return {"lp_fast": ("float64", n), "lp_slow": ("float64", n), "lp_var": ("float64", n),
-                "lp_baseline": ("float64", n)}
+        layout = {name: ("float64", n) for name in ("lp_fast", "lp_slow", "lp_var", "lp_baseline", "lp_last",
+                                                    "lp_peak")}
+        layout.update({name: ("int64", n) for name in ("lp_count", "lp_key", "lp_label", "lp_event",
+                                                       "lp_since_event")})
+        layout["lp_label_keys"] = ("int64", LABEL_TABLE_SIZE)
+        layout["lp_label_usefulness"] = ("float64", LABEL_TABLE_SIZE)
+        layout["lp_counters"] = ("int64", len(LP_COUNTERS))
+        layout["lp_admission_failure"] = ("float64", 1)
+        if self._memory_size:
+            layout["lp_memory_keys"] = ("int64", self._memory_size)
+            layout["lp_memory"] = ("float64", self._memory_size * _NUM_FIELDS)
+        return layout
 
     def bind(self, tracker: Any) -> None:
         super().bind(tracker)
@@ -66,83 +196,383 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         self._slow = arrays["lp_slow"]
         self._var = arrays["lp_var"]
         self._baseline = arrays["lp_baseline"]
+        self._last = arrays["lp_last"]  # the previous x, for the noise estimate
+        self._peak = arrays["lp_peak"]
+        self._count = arrays["lp_count"]  # completions the statistics rest on (inherited ones included)
+        self._key = arrays["lp_key"]  # configuration key; 0: not known yet
+        self._label = arrays["lp_label"]  # label table index + 1; 0: not known yet (or untracked)
+        self._event = arrays["lp_event"]  # mastery events counted at the slot's last completion
+        self._since_event = arrays["lp_since_event"]  # its completions since then
+        self._label_keys = arrays["lp_label_keys"]
+        self._usefulness = arrays["lp_label_usefulness"]
+        self._counters = arrays["lp_counters"]
+        self._admission_failure = arrays["lp_admission_failure"]
+        self._memory_keys = arrays.get("lp_memory_keys")
+        self._memory = arrays.get("lp_memory")
+        self._view = None
 
     def generator_for_slot(self, slot: int) -> TaskGenerator:
         return self.generator
 
+    # ---- writes (under the tracker lock) -------------------------------------------------------
     def reset_slot(self, slot: int) -> None:
-        self._fast[slot] = 0.0
-        self._slow[slot] = 0.0
-        self._var[slot] = 0.0
-        self._baseline[slot] = 0.0
+        if self._count.item(slot) >= self._warmup and self._key.item(slot) != 0:
+            self._remember(slot)
+        for array in (self._fast, self._slow, self._var, self._baseline, self._last, self._peak):
+            array[slot] = 0.0
+        self._count[slot] = 0
+        self._key[slot] = 0
+        self._label[slot] = 0
+        self._event[slot] = self._counters.item(_EVENTS)
+        self._since_event[slot] = self._retry_samples  # not due a retry before the next mastery
+
+    def replacement_task_id(self, slot: int, evicted_task_id: int) -> int:
+        """The first of the next `admission_candidates` ids of `slot` whose configuration is not
+        remembered as stagnant and whose label is useful enough; else the most useful one."""
+        generate = self.generator.generate
+        threshold = self.config.admission_usefulness
+        best = (-1.0, 0, 0, 0)  # usefulness, task id, key, label index
+        for k in range(1, self.config.admission_candidates + 1):
+            task_id = evicted_task_id + k * self.capacity
+            env_cfg, label = generate(task_id)
+            key = config_key(env_cfg, label)
+            label_index = self._label_index(label)
+            usefulness = self._usefulness.item(label_index - 1) if label_index else _PRIOR_USEFULNESS
+            entry = self._find(key)
+            if entry >= 0 and not self._entry_useful(entry):
+                usefulness = 0.0
+            if usefulness > best[0]:
+                best = (usefulness, task_id, key, label_index)
+            if usefulness >= threshold:
+                break
+            self._counters[_SKIPPED] += 1
+        failure = self._admission_failure.item(0)
+        self._admission_failure[0] = failure + _ADMISSION_RATE * (float(best[0] < threshold) - failure)
+        _, task_id, key, label_index = best
+        self._key[slot] = key
+        self._label[slot] = label_index
+        self._inherit(slot, key)
+        return task_id
 
     def record(self, slot: int, score: float, completions: int) -> int:
-        if completions == 1:
-            b = score if score < self._max_baseline else self._max_baseline
-            self._baseline[slot] = b
-        else:
-            b = self._baseline.item(slot)
-        x = (score - b) / (1.0 - b)
-        slow = self._slow.item(slot)
-        var = self._var.item(slot)
-        if completions <= self._warmup:
-            # warm-up: both EMAs sit at the running mean, so one noisy early score cannot open
-            # a gap that then decays like progress
-            mean = slow + (x - slow) / completions
-            var += ((x - mean) * (x - slow) - var) / completions
-            self._fast[slot] = mean
-            self._slow[slot] = mean
-            self._var[slot] = var
+        if self._key.item(slot) == 0:
+            self._identify(slot)
+        n = self._count.item(slot) + 1
+        self._count[slot] = n
+        if n <= self._warmup:
+            self._record_warmup(slot, score, n)
             return POOL_UNCHANGED
+        b = self._baseline.item(slot)
+        x = (score - b) / (1.0 - b)
         fast = self._fast.item(slot)
+        slow = self._slow.item(slot)
+        mastered_slow = (self._max_baseline - b) / (1.0 - b)  # the slow EMA at level max_baseline
+        was_below = slow < mastered_slow
         fast += self._a_fast * (x - fast)
         slow += self._a_slow * (x - slow)
-        d = x - fast
-        var += self._a_slow * (d * d - var)
+        d = x - self._last.item(slot)
+        var = self._var.item(slot)
+        var += self._a_slow * (0.5 * d * d - var)
+        peak = self._peak.item(slot)
+        peak = slow if slow > peak else peak - self._peak_decay * (peak - slow)
+        events = self._counters.item(_EVENTS)
+        if was_below and slow >= mastered_slow and not self._mastered_elsewhere(slot):
+            events += 1
+            self._counters[_EVENTS] = events
+        if self._event.item(slot) != events:
+            self._event[slot] = events
+            self._since_event[slot] = 1
+        else:
+            self._since_event[slot] += 1
         self._fast[slot] = fast
         self._slow[slot] = slow
         self._var[slot] = var
+        self._last[slot] = x
+        self._peak[slot] = peak
+        label = self._label.item(slot)
+        if label:
+            u = self._usefulness.item(label - 1)
+            useful = 1.0 if self._useful(fast, slow, var, peak, b) else 0.0
+            self._usefulness[label - 1] = u + self._a_fast * (useful - u)
         return POOL_UNCHANGED
 
+    def _record_warmup(self, slot: int, score: float, n: int) -> None:
+        """Raw scores: their mean becomes the baseline and seeds the EMAs at the last one."""
+        mean = self._fast.item(slot)
+        mean += (score - mean) / n
+        var = self._var.item(slot)
+        if n > 1:
+            d = score - self._last.item(slot)
+            var += (0.5 * d * d - var) / (n - 1)
+        if n == self._warmup:
+            b = mean if mean < self._max_baseline else self._max_baseline
+            scale = 1.0 / (1.0 - b)
+            self._baseline[slot] = b
+            mean = (mean - b) * scale
+            var *= scale * scale
+            score = (score - b) * scale
+        self._fast[slot] = mean
+        self._slow[slot] = mean
+        self._peak[slot] = mean
+        self._var[slot] = var
+        self._last[slot] = score
+
+    def _useful(self, fast: float, slow: float, var: float, peak: float, b: float) -> bool:
+        """LP beyond the noise band, or learned."""
+        gap = fast - slow if fast > slow else slow - fast
+        if peak - slow > gap and self._is_learned(peak, b):
+            gap = peak - slow
+        return gap > self._noise_scale * math.sqrt(var) or self._is_learned(slow, b)
+
+    def _is_learned(self, slow: float, b: float) -> bool:
+        return slow >= self._mastered_gain or b + slow * (1.0 - b) >= self._max_baseline
+
+    def _mastered_elsewhere(self, slot: int) -> bool:
+        """Whether another task of the pool with this slot's configuration is mastered (O(pool),
+        only when a task's level reaches `max_baseline`)."""
+        same = np.flatnonzero(self._key == self._key.item(slot))
+        same = same[(same != slot) & (self._count[same] >= self._warmup)]
+        b = self._baseline[same]
+        return bool(((b + self._slow[same] * (1.0 - b)) >= self._max_baseline).any())
+
+    def _identify(self, slot: int) -> None:
+        """Key and label of a task the pool was filled with, at its first completion; a
+        configuration seen before hands its statistics on."""
+        env_cfg, label = self.generator.generate(self.tracker.task_ids.item(slot))
+        key = config_key(env_cfg, label)
+        self._key[slot] = key
+        self._label[slot] = self._label_index(label)
+        if self._count.item(slot) == 0:
+            self._inherit(slot, key)
+
+    def _label_index(self, label: str) -> int:
+        """Label table index + 1 of `label`, adding it if there is room; 0 if untracked."""
+        key = _label_key(label)
+        keys = self._label_keys
+        for probe in range(_PROBES):
+            i = (key + probe) % LABEL_TABLE_SIZE
+            stored = keys.item(i)
+            if stored == key:
+                return i + 1
+            if stored == 0:
+                keys[i] = key
+                self._usefulness[i] = _PRIOR_USEFULNESS
+                return i + 1
+        return 0
+
+    def _find(self, key: int) -> int:
+        """Memory entry holding `key`, or -1."""
+        keys = self._memory_keys
+        if keys is None:
+            return -1
+        for probe in range(_PROBES):
+            i = (key + probe) % self._memory_size
+            stored = keys.item(i)
+            if stored == key:
+                return i
+            if stored == 0:
+                return -1
+        return -1
+
+    def _entry_useful(self, entry: int) -> bool:
+        m = self._memory
+        base = entry * _NUM_FIELDS
+        return self._useful(m.item(base + _FAST), m.item(base + _SLOW), m.item(base + _VAR), m.item(base + _PEAK),
+                            m.item(base + _BASE))
+
+    def _remember(self, slot: int) -> None:
+        keys = self._memory_keys
+        if keys is None:
+            return
+        key = self._key.item(slot)
+        m = self._memory
+        target, fewest = -1, math.inf
+        for probe in range(_PROBES):
+            i = (key + probe) % self._memory_size
+            stored = keys.item(i)
+            if stored == key or stored == 0:
+                target = i
+                break
+            count = m.item(i * _NUM_FIELDS + _COUNT)
+            if count < fewest:  # a full neighbourhood: replace the entry with the least evidence
+                target, fewest = i, count
+        keys[target] = key
+        base = target * _NUM_FIELDS
+        m[base + _FAST] = self._fast.item(slot)
+        m[base + _SLOW] = self._slow.item(slot)
+        m[base + _VAR] = self._var.item(slot)
+        m[base + _BASE] = self._baseline.item(slot)
+        m[base + _LAST] = self._last.item(slot)
+        m[base + _PEAK] = self._peak.item(slot)
+        m[base + _COUNT] = float(self._count.item(slot))
+
+    def _inherit(self, slot: int, key: int) -> None:
+        entry = self._find(key)
+        if entry < 0:
+            return
+        m = self._memory
+        base = entry * _NUM_FIELDS
+        self._fast[slot] = m.item(base + _FAST)
+        self._slow[slot] = m.item(base + _SLOW)
+        self._var[slot] = m.item(base + _VAR)
+        self._baseline[slot] = m.item(base + _BASE)
+        self._last[slot] = m.item(base + _LAST)
+        self._peak[slot] = m.item(base + _PEAK)
+        self._count[slot] = int(m.item(base + _COUNT))
+        self._counters[_HITS] += 1
+
+    # ---- reads (lock-free, once per refresh) ---------------------------------------------------
     def scores(self) -> np.ndarray:
-        gap = np.abs(self._fast - self._slow)
-        band = self._noise_scale * np.sqrt(np.maximum(self._var, 0.0))
-        lp = np.maximum(gap - band, 0.0)
-        lp[self.tracker.completions < self.config.min_samples_for_lp] = 0.0
+        peak, slow, b = self._peak, self._slow, self._baseline
+        lost = np.where((peak >= self._mastered_gain) | (b + peak * (1.0 - b) >= self._max_baseline), peak - slow, 0.0)
+        gap = np.maximum(np.abs(self._fast - slow), lost)
+        lp = np.maximum(gap - self._noise_scale * np.sqrt(np.maximum(self._var, 0.0)), 0.0)
+        lp[self._count < self._warmup] = 0.0
         return lp
 
     def score_at(self, slot: int) -> float:
-        if self.tracker.completions.item(slot) < self.config.min_samples_for_lp:
+        if self._count.item(slot) < self._warmup:
             return 0.0
-        gap = abs(self._fast.item(slot) - self._slow.item(slot))
+        slow = self._slow.item(slot)
+        peak = self._peak.item(slot)
+        gap = abs(self._fast.item(slot) - slow)
+        if peak - slow > gap and self._is_learned(peak, self._baseline.item(slot)):
+            gap = peak - slow
         return max(gap - self._noise_scale * math.sqrt(max(self._var.item(slot), 0.0)), 0.0)
+
+    def learned(self) -> np.ndarray:
+        """Per slot: warm and learned (its slow EMA `mastered_gain` above its baseline, or its
+        level at least `max_baseline`)."""
+        slow, b = self._slow, self._baseline
+        return (self._count >= self._warmup) & ((slow >= self._mastered_gain)
+                                                 | (b + slow * (1.0 - b) >= self._max_baseline))
+
+    def cold_weights(self) -> np.ndarray:
+        """Per slot: a cold task's part of the cold budget relative to one nothing is known
+        about (its label's usefulness x2, capped at 1); 0 for warm tasks."""
+        label = self._label
+        usefulness = np.where(label > 0, self._usefulness[np.maximum(label - 1, 0)], _PRIOR_USEFULNESS)
+        return np.where(self._count < self._warmup, np.minimum(2.0 * usefulness, 1.0), 0.0)
+
+    def _pool_view(self, scores: np.ndarray) -> _PoolView:
+        warm = self._count >= self._warmup
+        keys = np.where(self._key != 0, self._key, -1 - np.arange(self.capacity))  # unknown: distinct
+        _, group, copies = np.unique(keys, return_inverse=True, return_counts=True)
+        return _PoolView(np.where(warm, scores, 0.0), warm, self.learned(), group, copies)
+
+    @staticmethod
+    def _per_config(view: _PoolView, weights: np.ndarray) -> np.ndarray:
+        """`weights` divided by the number of weighted copies of each slot's configuration."""
+        held = np.bincount(view.group, weights=(weights > 0).astype(np.float64), minlength=view.copies.size)
+        return weights / np.maximum(held[view.group], 1.0)
+
+    def due_retry(self, view: _PoolView) -> np.ndarray:
+        """Per slot: a warm, never-learned task without LP whose label has not had 1 / a_f
+        completions (over its stagnant tasks) since a configuration was last mastered."""
+        stagnant = view.warm & ~view.learned & (view.lp <= 0.0)
+        since = np.where(self._event < self._counters.item(_EVENTS), 0, self._since_event)
+        per_label = np.bincount(self._label, weights=np.where(stagnant, since, 0), minlength=LABEL_TABLE_SIZE + 1)
+        return stagnant & (self._label > 0) & (per_label[self._label] < self._retry_samples)
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         n = scores.shape[0]
-        cold = self.tracker.completions < self.config.min_samples_for_lp
-        num_cold = int(np.count_nonzero(cold))
-        warm_weights = np.where(cold, 0.0, scores)
-        warm_total = float(warm_weights.sum())
-        eps = self.config.exploration
-        cold_share = self.config.cold_exploration if num_cold else 0.0
-        if not (warm_total > 0.0 and math.isfinite(warm_total)):
-            if not num_cold:
-                return np.full(n, 1.0 / n)
-            cold_share = 1.0 - eps  # nothing is learning: look at what has not been tried
-        probs = np.full(n, eps / n)
-        if num_cold:
-            probs[cold] += cold_share / num_cold
-        if warm_total > 0.0 and math.isfinite(warm_total):
-            # normalise first: share / warm_total overflows to inf when LP is subnormal (inf * 0 = NaN)
-            probs += (warm_weights / warm_total) * (1.0 - eps - cold_share)
+        config = self.config
+        view = self._view = self._pool_view(scores)
+        warm, learned = view.warm, view.learned
+        num_cold = n - int(np.count_nonzero(warm))
+        cold = self.cold_weights()
+        cold_total = float(cold.sum())
+        lp = self._per_config(view, view.lp)
+        lp_total = float(lp.sum())
+        revisit = self._per_config(view, (learned & (view.lp <= 0.0)).astype(np.float64))
+        retry = self._per_config(view, self.due_retry(view).astype(np.float64))
+        cold_share = config.cold_exploration * cold_total / num_cold if num_cold else 0.0
+        revisit_share = config.revisit if revisit.any() else 0.0
+        retry_share = config.retry if retry.any() else 0.0
+        rest = 1.0 - config.exploration - cold_share - revisit_share - retry_share
+        floor = 1.0 / view.copies[view.group]
+        probs = floor * (config.exploration / view.copies.size)
+        if lp_total > 0.0 and math.isfinite(lp_total):
+            # normalise first: share / lp_total overflows to inf when LP is subnormal (inf * 0 = NaN)
+            probs += (lp / lp_total) * rest
+        elif num_cold < n:
+            # nothing is learning: learned tasks, and stagnant ones whose verdict is not proven yet
+            fallback = self._per_config(view, (learned | (warm & (self._count < self._proven))).astype(np.float64))
+            if not fallback.any():
+                fallback = self._per_config(view, warm.astype(np.float64))
+            probs += fallback * (rest / float(fallback.sum()))
+        elif cold_total > 0.0:
+            cold_share += rest
+        else:
+            probs += rest / n
+        for weights, share in ((revisit, revisit_share), (retry, retry_share)):
+            if share:
+                probs += weights * (share / float(weights.sum()))
+        if cold_share > 0.0:
+            probs += cold * (cold_share / cold_total)
         return probs
+
+    def eviction_candidates(self, eligible: np.ndarray) -> np.ndarray:
+        """Warm tasks without LP, the first non-empty group of: never-learned tasks except one
+        per label while the labels take at most half the pool (a task not yet within reach looks
+        stagnant until the student is ready for it); learned tasks of crowded configurations; learned tasks while learned configurations
+        hold more than `LEARNED_POOL_SHARE` of the pool. Learned ones only while admissions
+        find better tasks."""
+        view, self._view = self._view, None
+        if view is None:
+            view = self._pool_view(self.scores())
+        n = eligible.shape[0]
+        idle = eligible & view.warm & (view.lp <= 0.0)
+        kept = np.zeros(n, dtype=bool)
+        labels = np.unique(self._label)
+        if labels.size <= n // 2:  # room to keep one task of every label
+            first_of_label = np.zeros(LABEL_TABLE_SIZE + 1, dtype=np.int64)
+            first_of_label[self._label[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the first slot
+            kept[first_of_label[labels]] = True
+        stagnant = idle & ~view.learned & ~kept
+        if stagnant.any() or self._admission_failure.item(0) > _ADMISSION_FAILURE_LIMIT:
+            return stagnant
+        idle_learned = idle & view.learned
+        crowded = idle_learned & (view.copies[view.group] > _CROWDED * n / view.copies.size)
+        if crowded.any():
+            return crowded
+        learned_configs = np.count_nonzero(np.bincount(view.group, weights=view.learned.astype(np.float64)))
+        return idle_learned if learned_configs > LEARNED_POOL_SHARE * n else np.zeros(n, dtype=bool)
 
     def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:
         if (arrays["lp_var"] < 0).any():
             return "negative learning-progress variances"
         if (arrays["lp_baseline"] > self._max_baseline).any():  # b = 1 would divide by zero
             return f"learning-progress baselines above max_baseline={self._max_baseline}"
+        if (arrays["lp_count"] < 0).any() or (arrays["lp_since_event"] < 0).any() \
+                or (arrays["lp_counters"] < 0).any():
+            return "negative learning-progress counts"
+        label = arrays["lp_label"]
+        if ((label < 0) | (label > LABEL_TABLE_SIZE)).any():
+            return f"label indices outside [0, {LABEL_TABLE_SIZE}]"
+        if (arrays["lp_key"] < 0).any() or (arrays["lp_label_keys"] < 0).any():
+            return "negative configuration or label keys"
+        usefulness = arrays["lp_label_usefulness"]
+        failure = arrays["lp_admission_failure"]
+        if ((usefulness < 0) | (usefulness > 1)).any() or ((failure < 0) | (failure > 1)).any():
+            return "label usefulness or admission failure rate outside [0, 1]"
+        if "lp_memory" in arrays:
+            memory = arrays["lp_memory"].reshape(-1, _NUM_FIELDS)
+            if (memory[:, _VAR] < 0).any() or (memory[:, _COUNT] < 0).any() or (arrays["lp_memory_keys"] < 0).any() \
+                    or (memory[:, _BASE] > self._max_baseline).any():
+                return ("configuration memory entries with negative keys, variances or counts, or baselines above "
+                        f"max_baseline={self._max_baseline}")
         return None
 
     def stats(self) -> dict[str, Any]:
-        return {"lp_noise_band_scale": self._noise_scale}
+        learned = self.learned()
+        lp = self.scores()
+        return {
+            "lp_noise_band_scale": self._noise_scale,
+            "lp_learned_tasks": int(np.count_nonzero(learned)),
+            "lp_revisited_tasks": int(np.count_nonzero(learned & (lp <= 0.0))),
+            "lp_cold_tasks": int(np.count_nonzero(self._count < self._warmup)),
+            "lp_memory_hits": self._counters.item(_HITS),
+            "lp_admissions_skipped": self._counters.item(_SKIPPED),
+            "lp_mastery_events": self._counters.item(_EVENTS),
+        }

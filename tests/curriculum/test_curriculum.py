@@ -32,6 +32,12 @@ CONFIGS: dict[str, Callable[..., Any]] = {"learning_progress": lp_config, "unifo
                                           "staged": staged_config}
 
 
+def noise_score(task_id: int, env_cfg: dict[str, Any], step: int) -> float:
+    """A student that never improves: each score is hashed noise in [0, 1). Learning progress
+    evicts only stagnant tasks, so the eviction tests run this student."""
+    return ((task_id * 7919 + step * 104729) % 1000) / 1000.0
+
+
 @pytest.fixture
 def closing():
     """Curricula made through this factory are closed after the test (shared memory is unlinked)."""
@@ -86,7 +92,8 @@ BASE_STATS = {"num_active_tasks", "total_completions", "late_completions", "evic
               "mean_lp_score", "pool_lp_gini", "pool_occupancy_gini", "sampling_gini", "sampling_entropy",
               "per_label_lp_scores", "per_label_active_tasks"}
 ALGORITHM_STATS = {
-    "learning_progress": {"lp_noise_band_scale"},
+    "learning_progress": {"lp_noise_band_scale", "lp_learned_tasks", "lp_revisited_tasks", "lp_cold_tasks",
+                          "lp_memory_hits", "lp_admissions_skipped", "lp_mastery_events"},
     "uniform": set(),
     "staged": {"stage", "stage_name", "stage_changes", "stage_episodes", "stage_window_mean", "advancements",
                "regressions"},
@@ -151,14 +158,16 @@ def test_evictions_take_only_presented_tasks_from_the_low_score_shortlist(seed: 
         task = curriculum.get_task()
         before = tracker.task_ids.copy()
         evictions = tracker.evictions
-        assert curriculum.update_task_performance(task.task_id, student_score(task.task_id, {}, step)) is True
+        assert curriculum.update_task_performance(task.task_id, noise_score(task.task_id, {}, step)) is True
         completions[task.task_id] += 1
         if tracker.evictions != evictions:
             changed = np.flatnonzero(tracker.task_ids != before).tolist()
             assert changed == [task.slot]  # only the completed task's slot is refilled
             assert candidates.get(task.slot) == task.task_id, "evicted a task that was not shortlisted"
             assert completions[task.task_id] >= config.min_presentations
-            assert tracker.task_id_at(task.slot) == task.task_id + config.num_active_tasks
+            # the algorithm admits one of the next `admission_candidates` ids of the slot
+            generations = (tracker.task_id_at(task.slot) - task.task_id) / config.num_active_tasks
+            assert generations in range(1, config.algorithm.admission_candidates + 1)
             evicted_since_refresh += 1
             evicted_total += 1
             assert evicted_since_refresh <= k
@@ -204,7 +213,8 @@ def test_a_shortlist_mark_does_not_pass_to_the_next_task_in_the_slot(closing) ->
 
 
 def test_completion_of_a_task_evicted_mid_episode_is_late_and_never_credited_to_the_new_task() -> None:
-    config = lp_config(n=1, min_presentations=1, eviction_percentile=100.0, refresh_interval=1)
+    config = lp_config(n=1, algorithm=LearningProgressConfig(min_samples_for_lp=1), min_presentations=1,
+                       eviction_percentile=100.0, refresh_interval=1)
     curriculum = Curriculum(config)
     assert curriculum.update_task_performance(curriculum.get_task().task_id, 0.5) is True  # now shortlisted
     first, second = curriculum.get_task(), curriculum.get_task()  # two episodes of task 0 running
@@ -299,18 +309,19 @@ def test_a_restored_curriculum_continues_exactly_like_the_original(closing, algo
     make = CONFIGS[algorithm]
     k, m = RESUME_PLAN[algorithm]
     overrides = {"advancement_threshold": 0.35, "regression_threshold": 0.2} if algorithm == "staged" else {}
+    score = noise_score if algorithm == "learning_progress" else student_score
     original = closing(make(**overrides))
     in_flight: list[int] = []
-    drive(original, k, in_flight=in_flight, lag=8)
+    drive(original, k, in_flight=in_flight, lag=8, score=score)
     saved = json.dumps(original.get_state())
     at_save = original.stats()
     resumed_in_flight = list(in_flight)
-    expected = drive(original, m, start=k, in_flight=in_flight, lag=8, stats=True)
+    expected = drive(original, m, start=k, in_flight=in_flight, lag=8, stats=True, score=score)
 
     restored = closing(make(**overrides), shared_memory=target == "shared")
     restored.load_state(json.loads(saved))
     assert restored.get_state() == json.loads(saved)
-    actual = drive(restored, m, start=k, in_flight=resumed_in_flight, lag=8, stats=True)
+    actual = drive(restored, m, start=k, in_flight=resumed_in_flight, lag=8, stats=True, score=score)
     assert actual == expected
     assert restored.get_state() == original.get_state()
     final = expected[-1][-1]
