@@ -96,13 +96,15 @@ from curriculum.algorithms.base import POOL_UNCHANGED, CurriculumAlgorithm
 from curriculum.config import LearningProgressConfig
 from curriculum.generators import TaskGenerator
 
-__all__ = ["LearningProgressAlgorithm", "MEMORY_FIELDS", "LABEL_TABLE_SIZE", "LEARNED_POOL_SHARE", "LP_COUNTERS",
+__all__ = ["LearningProgressAlgorithm", "STATE_FIELDS", "LABEL_TABLE_SIZE", "LEARNED_POOL_SHARE", "LP_COUNTERS",
            "config_key"]
 
-#: Statistics a configuration memory entry keeps, in this order.
-MEMORY_FIELDS = ("fast", "slow", "var", "baseline", "last", "peak", "count")
-_FAST, _SLOW, _VAR, _BASE, _LAST, _PEAK, _COUNT = range(len(MEMORY_FIELDS))
-_NUM_FIELDS = len(MEMORY_FIELDS)
+#: Statistics of a task, in this order: a row of `lp_state` per slot, and what a configuration
+#: memory entry keeps. `last` is the previous x (for the noise estimate); `count` the completions
+#: the statistics rest on, inherited ones included.
+STATE_FIELDS = ("fast", "slow", "var", "baseline", "last", "peak", "count")
+_FAST, _SLOW, _VAR, _BASE, _LAST, _PEAK, _COUNT = range(len(STATE_FIELDS))
+_NUM_FIELDS = len(STATE_FIELDS)
 
 #: Distinct labels whose usefulness is tracked (open addressing; more labels go untracked).
 LABEL_TABLE_SIZE = 256
@@ -110,8 +112,8 @@ LEARNED_POOL_SHARE = 0.5
 """Share of the pool learned configurations may hold before learned tasks can be evicted."""
 
 #: int64 counters of the algorithm, in this order.
-LP_COUNTERS = ("memory_hits", "admissions_skipped", "mastery_events")
-_HITS, _SKIPPED, _EVENTS = range(len(LP_COUNTERS))
+LP_COUNTERS = ("memory_hits", "admissions_skipped", "mastery_events", "tasks_identified")
+_HITS, _SKIPPED, _EVENTS, _IDENTIFIED = range(len(LP_COUNTERS))
 
 _PROBES = 4
 """Table positions tried for a key before a memory entry is overwritten (or a label untracked)."""
@@ -137,15 +139,18 @@ def _label_key(label: str) -> int:
 
 
 class _PoolView(NamedTuple):
-    """What one refresh knows about the pool."""
+    """What one refresh knows about the pool, per slot (and the number of configurations)."""
 
     lp: np.ndarray
     warm: np.ndarray
     learned: np.ndarray
-    group: np.ndarray
-    """Per slot, the index of its configuration among the pool's (unknown ones count as distinct)."""
-    copies: np.ndarray
-    """Per configuration, its slots in the pool."""
+    idle: np.ndarray
+    """Without LP."""
+    share: np.ndarray
+    """1 / the copies of the slot's configuration in the pool."""
+    configs: int
+    kept: np.ndarray
+    """The one task of its label that eviction keeps."""
 
 
 class LearningProgressAlgorithm(CurriculumAlgorithm):
@@ -172,16 +177,16 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         self._retry_samples = max(1, round(1.0 / a_f))
         self._proven = self._warmup + self._retry_samples
         self._view: _PoolView | None = None
+        self._group_cache: tuple[tuple[int, ...], None, np.ndarray, int, np.ndarray] | None = None
 
     # ---- layout --------------------------------------------------------------------------------
     def extra_layout(self) -> dict[str, tuple[str, int]]:
         n = self.capacity
-        layout = {name: ("float64", n) for name in ("lp_fast", "lp_slow", "lp_var", "lp_baseline", "lp_last",
-                                                    "lp_peak")}
-        layout.update({name: ("int64", n) for name in ("lp_count", "lp_key", "lp_label", "lp_event",
-                                                       "lp_since_event")})
+        # one row per slot, so a completion reads and writes its statistics in one call each
+        layout = {"lp_state": ("float64", n * _NUM_FIELDS), "lp_key": ("int64", n), "lp_label": ("int64", n)}
         layout["lp_label_keys"] = ("int64", LABEL_TABLE_SIZE)
         layout["lp_label_usefulness"] = ("float64", LABEL_TABLE_SIZE)
+        layout["lp_label_retries"] = ("int64", LABEL_TABLE_SIZE)
         layout["lp_counters"] = ("int64", len(LP_COUNTERS))
         layout["lp_admission_failure"] = ("float64", 1)
         if self._memory_size:
@@ -192,24 +197,20 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
     def bind(self, tracker: Any) -> None:
         super().bind(tracker)
         arrays = tracker.backend.arrays
-        self._fast = arrays["lp_fast"]
-        self._slow = arrays["lp_slow"]
-        self._var = arrays["lp_var"]
-        self._baseline = arrays["lp_baseline"]
-        self._last = arrays["lp_last"]  # the previous x, for the noise estimate
-        self._peak = arrays["lp_peak"]
-        self._count = arrays["lp_count"]  # completions the statistics rest on (inherited ones included)
+        self._state = arrays["lp_state"].reshape(self.capacity, _NUM_FIELDS)
+        self._fast, self._slow, self._var, self._baseline, self._last, self._peak, self._count = self._state.T
         self._key = arrays["lp_key"]  # configuration key; 0: not known yet
         self._label = arrays["lp_label"]  # label table index + 1; 0: not known yet (or untracked)
-        self._event = arrays["lp_event"]  # mastery events counted at the slot's last completion
-        self._since_event = arrays["lp_since_event"]  # its completions since then
         self._label_keys = arrays["lp_label_keys"]
         self._usefulness = arrays["lp_label_usefulness"]
+        self._retries = arrays["lp_label_retries"]  # samples of stagnant tasks each label is still owed
         self._counters = arrays["lp_counters"]
         self._admission_failure = arrays["lp_admission_failure"]
         self._memory_keys = arrays.get("lp_memory_keys")
         self._memory = arrays.get("lp_memory")
         self._view = None
+        self._group_cache = None
+        self._label_indices: dict[str, tuple[int, int]] = {}  # label -> (index + 1, key), checked on use
 
     def generator_for_slot(self, slot: int) -> TaskGenerator:
         return self.generator
@@ -218,13 +219,9 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
     def reset_slot(self, slot: int) -> None:
         if self._count.item(slot) >= self._warmup and self._key.item(slot) != 0:
             self._remember(slot)
-        for array in (self._fast, self._slow, self._var, self._baseline, self._last, self._peak):
-            array[slot] = 0.0
-        self._count[slot] = 0
+        self._state[slot] = 0.0
         self._key[slot] = 0
         self._label[slot] = 0
-        self._event[slot] = self._counters.item(_EVENTS)
-        self._since_event[slot] = self._retry_samples  # not due a retry before the next mastery
 
     def replacement_task_id(self, slot: int, evicted_task_id: int) -> int:
         """The first of the next `admission_candidates` ids of `slot` whose configuration is not
@@ -232,10 +229,14 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         generate = self.generator.generate
         threshold = self.config.admission_usefulness
         best = (-1.0, 0, 0, 0)  # usefulness, task id, key, label index
+        previous = 0
         for k in range(1, self.config.admission_candidates + 1):
             task_id = evicted_task_id + k * self.capacity
             env_cfg, label = generate(task_id)
             key = config_key(env_cfg, label)
+            if key == previous:  # a generator that repeats itself for consecutive ids has no choice to offer
+                break
+            previous = key
             label_index = self._label_index(label)
             usefulness = self._usefulness.item(label_index - 1) if label_index else _PRIOR_USEFULNESS
             entry = self._find(key)
@@ -255,77 +256,62 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         return task_id
 
     def record(self, slot: int, score: float, completions: int) -> int:
-        if self._key.item(slot) == 0:
+        row = self._state[slot]
+        fast, slow, var, b, last, peak, n = row.tolist()
+        if n == 0.0 and self._key.item(slot) == 0:
             self._identify(slot)
-        n = self._count.item(slot) + 1
-        self._count[slot] = n
+            fast, slow, var, b, last, peak, n = row.tolist()
+        n += 1.0
         if n <= self._warmup:
-            self._record_warmup(slot, score, n)
+            # warm-up: raw scores, whose mean becomes the baseline and seeds the EMAs, so one
+            # noisy early score cannot open a gap that then decays like progress
+            fast += (score - fast) / n
+            if n > 1.0:
+                d = score - last
+                var += (0.5 * d * d - var) / (n - 1.0)
+            if n == self._warmup:
+                b = fast if fast < self._max_baseline else self._max_baseline
+                scale = 1.0 / (1.0 - b)
+                fast = (fast - b) * scale
+                var *= scale * scale
+                score = (score - b) * scale
+            row[:] = (fast, fast, var, b, score, fast, n)
             return POOL_UNCHANGED
-        b = self._baseline.item(slot)
         x = (score - b) / (1.0 - b)
-        fast = self._fast.item(slot)
-        slow = self._slow.item(slot)
-        mastered_slow = (self._max_baseline - b) / (1.0 - b)  # the slow EMA at level max_baseline
-        was_below = slow < mastered_slow
+        mastered_at = (self._max_baseline - b) / (1.0 - b)  # the slow EMA at level max_baseline
+        learned_at = mastered_at if mastered_at < self._mastered_gain else self._mastered_gain
+        was_below = slow < mastered_at
         fast += self._a_fast * (x - fast)
         slow += self._a_slow * (x - slow)
-        d = x - self._last.item(slot)
-        var = self._var.item(slot)
+        d = x - last
         var += self._a_slow * (0.5 * d * d - var)
-        peak = self._peak.item(slot)
-        peak = slow if slow > peak else peak - self._peak_decay * (peak - slow)
-        events = self._counters.item(_EVENTS)
-        if was_below and slow >= mastered_slow and not self._mastered_elsewhere(slot):
-            events += 1
-            self._counters[_EVENTS] = events
-        if self._event.item(slot) != events:
-            self._event[slot] = events
-            self._since_event[slot] = 1
+        if slow >= peak or peak < learned_at:  # ground lost counts only below a learned peak
+            peak = slow
         else:
-            self._since_event[slot] += 1
-        self._fast[slot] = fast
-        self._slow[slot] = slow
-        self._var[slot] = var
-        self._last[slot] = x
-        self._peak[slot] = peak
+            peak -= self._peak_decay * (peak - slow)
+        row[:] = (fast, slow, var, b, x, peak, n)
+        if was_below and slow >= mastered_at and not self._mastered_elsewhere(slot):
+            # a configuration newly mastered: every label is owed samples of its stagnant tasks
+            self._counters[_EVENTS] += 1
+            self._retries[:] = self._retry_samples
         label = self._label.item(slot)
         if label:
+            gap = fast - slow if fast > slow else slow - fast
+            if peak - slow > gap:
+                gap = peak - slow
             u = self._usefulness.item(label - 1)
-            useful = 1.0 if self._useful(fast, slow, var, peak, b) else 0.0
-            self._usefulness[label - 1] = u + self._a_fast * (useful - u)
+            if slow >= learned_at or gap > self._noise_scale * math.sqrt(var):
+                self._usefulness[label - 1] = u + self._a_fast * (1.0 - u)
+            else:
+                self._usefulness[label - 1] = u - self._a_fast * u
+                owed = self._retries.item(label - 1)
+                if owed > 0:
+                    self._retries[label - 1] = owed - 1
         return POOL_UNCHANGED
 
-    def _record_warmup(self, slot: int, score: float, n: int) -> None:
-        """Raw scores: their mean becomes the baseline and seeds the EMAs at the last one."""
-        mean = self._fast.item(slot)
-        mean += (score - mean) / n
-        var = self._var.item(slot)
-        if n > 1:
-            d = score - self._last.item(slot)
-            var += (0.5 * d * d - var) / (n - 1)
-        if n == self._warmup:
-            b = mean if mean < self._max_baseline else self._max_baseline
-            scale = 1.0 / (1.0 - b)
-            self._baseline[slot] = b
-            mean = (mean - b) * scale
-            var *= scale * scale
-            score = (score - b) * scale
-        self._fast[slot] = mean
-        self._slow[slot] = mean
-        self._peak[slot] = mean
-        self._var[slot] = var
-        self._last[slot] = score
-
-    def _useful(self, fast: float, slow: float, var: float, peak: float, b: float) -> bool:
-        """LP beyond the noise band, or learned."""
-        gap = fast - slow if fast > slow else slow - fast
-        if peak - slow > gap and self._is_learned(peak, b):
-            gap = peak - slow
-        return gap > self._noise_scale * math.sqrt(var) or self._is_learned(slow, b)
-
-    def _is_learned(self, slow: float, b: float) -> bool:
-        return slow >= self._mastered_gain or b + slow * (1.0 - b) >= self._max_baseline
+    def _learned_at(self, b: float) -> float:
+        """The slow EMA from which a task with baseline `b` counts as learned."""
+        return min(self._mastered_gain, (self._max_baseline - b) / (1.0 - b))
 
     def _mastered_elsewhere(self, slot: int) -> bool:
         """Whether another task of the pool with this slot's configuration is mastered (O(pool),
@@ -342,21 +328,26 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         key = config_key(env_cfg, label)
         self._key[slot] = key
         self._label[slot] = self._label_index(label)
+        self._counters[_IDENTIFIED] += 1
         if self._count.item(slot) == 0:
             self._inherit(slot, key)
 
     def _label_index(self, label: str) -> int:
         """Label table index + 1 of `label`, adding it if there is room; 0 if untracked."""
+        known = self._label_indices.get(label)
+        if known is not None and self._label_keys.item(known[0] - 1) == known[1]:  # (a loaded state may differ)
+            return known[0]
         key = _label_key(label)
         keys = self._label_keys
         for probe in range(_PROBES):
             i = (key + probe) % LABEL_TABLE_SIZE
             stored = keys.item(i)
-            if stored == key:
-                return i + 1
             if stored == 0:
                 keys[i] = key
                 self._usefulness[i] = _PRIOR_USEFULNESS
+                stored = key
+            if stored == key:
+                self._label_indices[label] = (i + 1, key)
                 return i + 1
         return 0
 
@@ -375,10 +366,12 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         return -1
 
     def _entry_useful(self, entry: int) -> bool:
+        """Whether a remembered configuration had LP beyond its noise band or was learned."""
         m = self._memory
         base = entry * _NUM_FIELDS
-        return self._useful(m.item(base + _FAST), m.item(base + _SLOW), m.item(base + _VAR), m.item(base + _PEAK),
-                            m.item(base + _BASE))
+        fast, slow, peak = m.item(base + _FAST), m.item(base + _SLOW), m.item(base + _PEAK)
+        gap = max(abs(fast - slow), peak - slow)
+        return slow >= self._learned_at(m.item(base + _BASE)) or gap > self._noise_scale * math.sqrt(m.item(base + _VAR))
 
     def _remember(self, slot: int) -> None:
         keys = self._memory_keys
@@ -398,13 +391,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
                 target, fewest = i, count
         keys[target] = key
         base = target * _NUM_FIELDS
-        m[base + _FAST] = self._fast.item(slot)
-        m[base + _SLOW] = self._slow.item(slot)
-        m[base + _VAR] = self._var.item(slot)
-        m[base + _BASE] = self._baseline.item(slot)
-        m[base + _LAST] = self._last.item(slot)
-        m[base + _PEAK] = self._peak.item(slot)
-        m[base + _COUNT] = float(self._count.item(slot))
+        m[base:base + _NUM_FIELDS] = self._state[slot]
 
     def _inherit(self, slot: int, key: int) -> None:
         entry = self._find(key)
@@ -412,21 +399,15 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             return
         m = self._memory
         base = entry * _NUM_FIELDS
-        self._fast[slot] = m.item(base + _FAST)
-        self._slow[slot] = m.item(base + _SLOW)
-        self._var[slot] = m.item(base + _VAR)
-        self._baseline[slot] = m.item(base + _BASE)
-        self._last[slot] = m.item(base + _LAST)
-        self._peak[slot] = m.item(base + _PEAK)
-        self._count[slot] = int(m.item(base + _COUNT))
+        self._state[slot] = m[base:base + _NUM_FIELDS]
         self._counters[_HITS] += 1
 
     # ---- reads (lock-free, once per refresh) ---------------------------------------------------
     def scores(self) -> np.ndarray:
-        peak, slow, b = self._peak, self._slow, self._baseline
-        lost = np.where((peak >= self._mastered_gain) | (b + peak * (1.0 - b) >= self._max_baseline), peak - slow, 0.0)
-        gap = np.maximum(np.abs(self._fast - slow), lost)
-        lp = np.maximum(gap - self._noise_scale * np.sqrt(np.maximum(self._var, 0.0)), 0.0)
+        slow = self._slow
+        gap = np.maximum(np.abs(self._fast - slow), self._peak - slow)
+        gap -= self._noise_scale * np.sqrt(self._var)
+        lp = np.maximum(gap, 0.0, out=gap)
         lp[self._count < self._warmup] = 0.0
         return lp
 
@@ -434,80 +415,102 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         if self._count.item(slot) < self._warmup:
             return 0.0
         slow = self._slow.item(slot)
-        peak = self._peak.item(slot)
-        gap = abs(self._fast.item(slot) - slow)
-        if peak - slow > gap and self._is_learned(peak, self._baseline.item(slot)):
-            gap = peak - slow
-        return max(gap - self._noise_scale * math.sqrt(max(self._var.item(slot), 0.0)), 0.0)
+        gap = max(abs(self._fast.item(slot) - slow), self._peak.item(slot) - slow)
+        return max(gap - self._noise_scale * math.sqrt(self._var.item(slot)), 0.0)
 
     def learned(self) -> np.ndarray:
         """Per slot: warm and learned (its slow EMA `mastered_gain` above its baseline, or its
         level at least `max_baseline`)."""
-        slow, b = self._slow, self._baseline
-        return (self._count >= self._warmup) & ((slow >= self._mastered_gain)
-                                                 | (b + slow * (1.0 - b) >= self._max_baseline))
+        b = self._baseline
+        learned_at = np.minimum((self._max_baseline - b) / (1.0 - b), self._mastered_gain)
+        return (self._count >= self._warmup) & (self._slow >= learned_at)
 
     def cold_weights(self) -> np.ndarray:
         """Per slot: a cold task's part of the cold budget relative to one nothing is known
         about (its label's usefulness x2, capped at 1); 0 for warm tasks."""
-        label = self._label
-        usefulness = np.where(label > 0, self._usefulness[np.maximum(label - 1, 0)], _PRIOR_USEFULNESS)
+        usefulness = np.concatenate(([_PRIOR_USEFULNESS], self._usefulness))[self._label]
         return np.where(self._count < self._warmup, np.minimum(2.0 * usefulness, 1.0), 0.0)
+
+    def _groups(self) -> tuple[np.ndarray, int, np.ndarray]:
+        """Per slot 1 / copies of its configuration in the pool (unknown ones count as distinct),
+        the number of configurations, and the slots kept as their label's one task (while the
+        labels take at most half the pool). Recomputed only when a task changed."""
+        # keys and labels change only when a task is created or identified (or a state is loaded)
+        changes = (self.tracker.counter("tasks_created"), self._counters.item(_IDENTIFIED), int(self._key.sum()),
+                   int(self._label.sum()))
+        cache = self._group_cache
+        if cache is not None and cache[0] == changes:
+            return cache[2], cache[3], cache[4]
+        n = self.capacity
+        key, label = self._key.copy(), self._label.copy()
+        _, group, copies = np.unique(np.where(key != 0, key, -1 - np.arange(n)), return_inverse=True,
+                                     return_counts=True)
+        kept = np.zeros(n, dtype=bool)
+        labels = np.unique(label)
+        if labels.size <= n // 2:
+            first_of_label = np.zeros(LABEL_TABLE_SIZE + 1, dtype=np.int64)
+            first_of_label[label[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the first slot
+            kept[first_of_label[labels]] = True
+        self._group_cache = (changes, None, 1.0 / copies[group], copies.size, kept)
+        return self._group_cache[2], copies.size, kept
 
     def _pool_view(self, scores: np.ndarray) -> _PoolView:
         warm = self._count >= self._warmup
-        keys = np.where(self._key != 0, self._key, -1 - np.arange(self.capacity))  # unknown: distinct
-        _, group, copies = np.unique(keys, return_inverse=True, return_counts=True)
-        return _PoolView(np.where(warm, scores, 0.0), warm, self.learned(), group, copies)
-
-    @staticmethod
-    def _per_config(view: _PoolView, weights: np.ndarray) -> np.ndarray:
-        """`weights` divided by the number of weighted copies of each slot's configuration."""
-        held = np.bincount(view.group, weights=(weights > 0).astype(np.float64), minlength=view.copies.size)
-        return weights / np.maximum(held[view.group], 1.0)
+        b = self._baseline
+        learned_at = self._max_baseline - b
+        learned_at /= 1.0 - b
+        learned = self._slow >= np.minimum(learned_at, self._mastered_gain, out=learned_at)
+        learned &= warm
+        share, configs, kept = self._groups()
+        lp = np.where(warm, scores, 0.0)
+        idle = lp <= 0.0
+        return _PoolView(lp, warm, learned, idle, share, configs, kept)
 
     def due_retry(self, view: _PoolView) -> np.ndarray:
-        """Per slot: a warm, never-learned task without LP whose label has not had 1 / a_f
-        completions (over its stagnant tasks) since a configuration was last mastered."""
-        stagnant = view.warm & ~view.learned & (view.lp <= 0.0)
-        since = np.where(self._event < self._counters.item(_EVENTS), 0, self._since_event)
-        per_label = np.bincount(self._label, weights=np.where(stagnant, since, 0), minlength=LABEL_TABLE_SIZE + 1)
-        return stagnant & (self._label > 0) & (per_label[self._label] < self._retry_samples)
+        """Per slot: a warm, never-learned task without LP whose label is still owed samples
+        since a configuration was last mastered."""
+        owed = np.concatenate(([0], self._retries))[self._label] > 0
+        return owed & view.warm & view.idle & ~view.learned
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         n = scores.shape[0]
         config = self.config
         view = self._view = self._pool_view(scores)
-        warm, learned = view.warm, view.learned
+        warm, learned, share = view.warm, view.learned, view.share
         num_cold = n - int(np.count_nonzero(warm))
-        cold = self.cold_weights()
-        cold_total = float(cold.sum())
-        lp = self._per_config(view, view.lp)
+        lp = view.lp * share  # copies of one configuration share its weight
         lp_total = float(lp.sum())
-        revisit = self._per_config(view, (learned & (view.lp <= 0.0)).astype(np.float64))
-        retry = self._per_config(view, self.due_retry(view).astype(np.float64))
+        revisit = (learned & view.idle) * share if learned.any() else None
+        revisit_total = float(revisit.sum()) if revisit is not None else 0.0
+        retry = self.due_retry(view) * share if config.retry and self._retries.any() else None
+        retry_total = float(retry.sum()) if retry is not None else 0.0
+        cold = self.cold_weights() if num_cold else None
+        cold_total = float(cold.sum()) if cold is not None else 0.0
         cold_share = config.cold_exploration * cold_total / num_cold if num_cold else 0.0
-        revisit_share = config.revisit if revisit.any() else 0.0
-        retry_share = config.retry if retry.any() else 0.0
+        revisit_share = config.revisit if revisit_total else 0.0
+        retry_share = config.retry if retry_total else 0.0
         rest = 1.0 - config.exploration - cold_share - revisit_share - retry_share
-        floor = 1.0 / view.copies[view.group]
-        probs = floor * (config.exploration / view.copies.size)
+        probs = share * (config.exploration / view.configs)
         if lp_total > 0.0 and math.isfinite(lp_total):
-            # normalise first: share / lp_total overflows to inf when LP is subnormal (inf * 0 = NaN)
-            probs += (lp / lp_total) * rest
+            # normalise first: rest / lp_total overflows to inf when LP is subnormal (inf * 0 = NaN)
+            lp /= lp_total
+            lp *= rest
+            probs += lp
         elif num_cold < n:
             # nothing is learning: learned tasks, and stagnant ones whose verdict is not proven yet
-            fallback = self._per_config(view, (learned | (warm & (self._count < self._proven))).astype(np.float64))
-            if not fallback.any():
-                fallback = self._per_config(view, warm.astype(np.float64))
-            probs += fallback * (rest / float(fallback.sum()))
+            fallback = (learned | (warm & (self._count < self._proven))) * share
+            total = float(fallback.sum())
+            if not total:
+                fallback, total = warm * share, float((warm * share).sum())
+            probs += fallback * (rest / total)
         elif cold_total > 0.0:
             cold_share += rest
         else:
             probs += rest / n
-        for weights, share in ((revisit, revisit_share), (retry, retry_share)):
-            if share:
-                probs += weights * (share / float(weights.sum()))
+        if revisit_share:
+            probs += revisit * (revisit_share / revisit_total)
+        if retry_share:
+            probs += retry * (retry_share / retry_total)
         if cold_share > 0.0:
             probs += cold * (cold_share / cold_total)
         return probs
@@ -515,37 +518,31 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
     def eviction_candidates(self, eligible: np.ndarray) -> np.ndarray:
         """Warm tasks without LP, the first non-empty group of: never-learned tasks except one
         per label while the labels take at most half the pool (a task not yet within reach looks
-        stagnant until the student is ready for it); learned tasks of crowded configurations; learned tasks while learned configurations
-        hold more than `LEARNED_POOL_SHARE` of the pool. Learned ones only while admissions
-        find better tasks."""
+        stagnant until the student is ready for it); learned tasks of crowded configurations;
+        learned tasks while learned configurations hold more than `LEARNED_POOL_SHARE` of the
+        pool. Learned ones only while admissions find better tasks."""
         view, self._view = self._view, None
         if view is None:
             view = self._pool_view(self.scores())
-        n = eligible.shape[0]
-        idle = eligible & view.warm & (view.lp <= 0.0)
-        kept = np.zeros(n, dtype=bool)
-        labels = np.unique(self._label)
-        if labels.size <= n // 2:  # room to keep one task of every label
-            first_of_label = np.zeros(LABEL_TABLE_SIZE + 1, dtype=np.int64)
-            first_of_label[self._label[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the first slot
-            kept[first_of_label[labels]] = True
-        stagnant = idle & ~view.learned & ~kept
+        idle = eligible & view.warm & view.idle
+        stagnant = idle & ~view.learned & ~view.kept
         if stagnant.any() or self._admission_failure.item(0) > _ADMISSION_FAILURE_LIMIT:
             return stagnant
+        n = eligible.shape[0]
         idle_learned = idle & view.learned
-        crowded = idle_learned & (view.copies[view.group] > _CROWDED * n / view.copies.size)
+        crowded = idle_learned & (view.share * (_CROWDED * n / view.configs) < 1.0)
         if crowded.any():
             return crowded
-        learned_configs = np.count_nonzero(np.bincount(view.group, weights=view.learned.astype(np.float64)))
+        learned_configs = float((view.learned * view.share).sum())  # configurations with all copies learned count 1
         return idle_learned if learned_configs > LEARNED_POOL_SHARE * n else np.zeros(n, dtype=bool)
 
     def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:
-        if (arrays["lp_var"] < 0).any():
+        state = arrays["lp_state"].reshape(-1, _NUM_FIELDS)
+        if (state[:, _VAR] < 0).any():
             return "negative learning-progress variances"
-        if (arrays["lp_baseline"] > self._max_baseline).any():  # b = 1 would divide by zero
+        if (state[:, _BASE] > self._max_baseline).any():  # b = 1 would divide by zero
             return f"learning-progress baselines above max_baseline={self._max_baseline}"
-        if (arrays["lp_count"] < 0).any() or (arrays["lp_since_event"] < 0).any() \
-                or (arrays["lp_counters"] < 0).any():
+        if (state[:, _COUNT] < 0).any() or (arrays["lp_label_retries"] < 0).any() or (arrays["lp_counters"] < 0).any():
             return "negative learning-progress counts"
         label = arrays["lp_label"]
         if ((label < 0) | (label > LABEL_TABLE_SIZE)).any():

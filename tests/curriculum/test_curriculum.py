@@ -378,10 +378,10 @@ CORRUPTIONS: list[tuple[str, Callable[[dict], Any], str]] = [
      "expected format 'curriculum-state/1', received 'curriculum-state/0'"),
     ("missing-key", _drop("draws"), "expected keys {keys}, received {keys_without_draws}"),
     ("other-config", lambda s: _other_config_state(), "it was saved by a curriculum with a different config"),
-    ("missing-array", _drop("arrays", "lp_var"), "expected arrays {arrays}, received {arrays_without_var}"),
+    ("missing-array", _drop("arrays", "lp_state"), "expected arrays {arrays}, received {arrays_without_state}"),
     ("short-array", _set(("arrays", "task_ids"), lambda v: v[:-1]),
      "array 'task_ids' expected shape (8,), received (7,)"),
-    ("nan", _set(("arrays", "lp_fast", 2), float("nan")), "array 'lp_fast' holds NaN or infinite values"),
+    ("nan", _set(("arrays", "lp_state", 2), float("nan")), "array 'lp_state' holds NaN or infinite values"),
     ("inf", _set(("arrays", "score_sum", 0), float("inf")), "array 'score_sum' holds NaN or infinite values"),
     ("float-in-ints", _set(("arrays", "completions", 0), 1.5), "array 'completions' does not hold int64 values"),
     ("str-task-id", _set(("arrays", "task_ids", 1), "9"), "array 'task_ids' does not hold int64 values"),
@@ -390,8 +390,9 @@ CORRUPTIONS: list[tuple[str, Callable[[dict], Any], str]] = [
     ("negative-task-id", _set(("arrays", "task_ids", 0), -8), "task ids do not match their slots"),
     ("negative-count", _set(("arrays", "completions", 0), -1), "negative completion counts or counters"),
     ("negative-counter", _set(("arrays", "counters", 0), -1), "negative completion counts or counters"),
-    ("negative-variance", _set(("arrays", "lp_var", 0), -0.5), "negative learning-progress variances"),
-    ("baseline-one", _set(("arrays", "lp_baseline", 0), 1.0), "learning-progress baselines above max_baseline=0.75"),
+    # lp_state holds per slot (fast, slow, var, baseline, last, peak, count): 2 is slot 0's variance
+    ("negative-variance", _set(("arrays", "lp_state", 2), -0.5), "negative learning-progress variances"),
+    ("baseline-one", _set(("arrays", "lp_state", 3), 1.0), "learning-progress baselines above max_baseline=0.75"),
     ("rng-not-dict", _set(("rng",), [1, 2]), "the random generator state is not a PCG64 state"),
     ("rng-other-generator", _set(("rng", "bit_generator"), "MT19937"), "the random generator state is not a PCG64 state"),
     ("rng-negative", _set(("rng", "state", "state"), -1), "the random generator state is not a PCG64 state"),
@@ -428,8 +429,8 @@ def test_corrupted_or_foreign_state_is_refused_and_changes_nothing(twins, mutate
     Curriculum(lp_config()).load_state(copy.deepcopy(state))  # and it is valid before it is spoiled
     state = mutate(state)
     why = why.format(keys=keys, keys_without_draws=[k for k in keys if k != "draws"],
-                     arrays=sorted(before["arrays"]), arrays_without_var=[k for k in sorted(before["arrays"])
-                                                                           if k != "lp_var"])
+                     arrays=sorted(before["arrays"]), arrays_without_state=[k for k in sorted(before["arrays"])
+                                                                             if k != "lp_state"])
     with pytest.raises(CurriculumStateError, match=exact(PREFIX + why)):
         curriculum.load_state(state)
     twin.load_state(before)
@@ -457,7 +458,7 @@ def test_attach_refuses_a_config_that_does_not_fit_the_shared_tracker(closing) -
             f"Expected shared tracker {name!r} to hold task_ids=('int64', 6) for this config, received ('int64', 8)")):
         Curriculum.attach(name, lp_config(n=6))
     with pytest.raises(CurriculumConfigError, match=exact(
-            f"Expected shared tracker {name!r} to hold lp_fast=None for this config, received ('float64', 8)")):
+            f"Expected shared tracker {name!r} to hold lp_state=None for this config, received ('float64', 56)")):
         Curriculum.attach(name, uniform_config(n=8))
     attached = Curriculum.attach(name, lp_config(n=8), seed=1)
     assert attached.get_task().task_id in range(8)
