@@ -248,7 +248,7 @@ class Curriculum:
         let go by the algorithm); a shortlisted task is evicted at its next completion only if its
         score then is still <= the cut-off."""
         presented = self._tracker.completions >= self._min_presentations
-        eligible = np.flatnonzero(self._algorithm.eviction_candidates(presented))  # the ones it lets go
+        eligible = np.flatnonzero(self._algorithm.eviction_candidates(presented, scores))  # the ones it lets go
         shortlist = np.zeros(self._capacity, dtype=bool)
         k = min(int(np.count_nonzero(presented) * self.config.eviction_percentile / 100.0), eligible.size)
         self._eviction_threshold = -math.inf

@@ -53,9 +53,10 @@ class CurriculumAlgorithm(ABC):
         k >= 1. The default admits the next one."""
         return evicted_task_id + self.capacity
 
-    def eviction_candidates(self, eligible: np.ndarray) -> np.ndarray:
+    def eviction_candidates(self, eligible: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """Of the slots `eligible` for eviction (enough presentations), those the algorithm lets
-        go; the eviction shortlist is the lowest-scoring `eviction_percentile`% of them."""
+        go, given the `scores` the shortlist ranks by; the shortlist is the lowest-scoring of
+        them, at most `eviction_percentile`% of the eligible slots."""
         return eligible
 
     def record(self, slot: int, score: float, completions: int) -> int:

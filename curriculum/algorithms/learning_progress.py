@@ -515,7 +515,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             probs += cold * (cold_share / cold_total)
         return probs
 
-    def eviction_candidates(self, eligible: np.ndarray) -> np.ndarray:
+    def eviction_candidates(self, eligible: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """Warm tasks without LP, the first non-empty group of: never-learned tasks except one
         per label while the labels take at most half the pool (a task not yet within reach looks
         stagnant until the student is ready for it); learned tasks of crowded configurations;
@@ -523,8 +523,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         pool. Learned ones only while admissions find better tasks."""
         view, self._view = self._view, None
         if view is None:
-            view = self._pool_view(self.scores())
-        idle = eligible & view.warm & view.idle
+            view = self._pool_view(scores)
+        idle = eligible & view.warm & (scores <= 0.0)
         stagnant = idle & ~view.learned & ~view.kept
         if stagnant.any() or self._admission_failure.item(0) > _ADMISSION_FAILURE_LIMIT:
             return stagnant
