@@ -17,11 +17,11 @@ venv: $(STAMP)
 
 ## The scenario gate on the built-in curriculum.
 gate: $(STAMP)
-	$(BIN)/pytest scenarios/ -n auto $(ARGS)
+	$(BIN)/pytest scenarios/ -n auto --dist loadgroup $(ARGS)
 
 ## The whole test suite: unit, property and scenario tests.
 test: $(STAMP)
-	$(BIN)/pytest tests/ scenarios/ -n auto $(ARGS)
+	$(BIN)/pytest tests/ scenarios/ -n auto --dist loadgroup $(ARGS)
 
 ## Speed and scaling benchmarks (not part of `make test`).
 bench: $(STAMP)

@@ -204,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
         usage=f"{_PROG} run [-h] [--seed N] [--out DIR] [--plot | --no-plot] SCENARIO [-- PYTEST_ARGS ...]",
         help="run one scenario module of the gate through pytest",
         description=_wrap(f"Run scenarios/{_SCENARIO_PREFIX}<SCENARIO>.py through pytest and exit with pytest's "
-            "exit code. Arguments after `--` go to pytest (e.g. -- --curriculum=mypkg.mod:factory -x)."),
+            "exit code. Arguments after `--` go to pytest (e.g. -- --gate-curriculum=mypkg.mod:factory -x)."),
         formatter_class=_Formatter,
         epilog="available scenarios:\n" + _scenario_listing(scenarios),
     )
@@ -454,8 +454,7 @@ def _run_scenario(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
     command = [sys.executable, "-m", "pytest", str(directory / f"{_SCENARIO_PREFIX}{name}.py"), "-p", "harness.cli"]
     env = dict(os.environ)
     if args.seed is not None:
-        command += [f"--scenario-seeds={args.seed + 1}"]
-        env[SEED_ENV] = str(args.seed)
+        command += [f"--gate-base-seed={args.seed}"]
     metrics_dir = None
     if args.out is not None:
         from harness.runners import METRICS_DIR_ENV

@@ -21,10 +21,15 @@ Shared contract (what a curriculum wrapper can rely on):
 - `set_env_config(env_cfg)` validates the config at once (a ValueError names the missing or
   bad key) and stores it; it takes effect at the next `reset()`, never mid-episode. Each
   config is read against the constructor defaults (keys it leaves out take the constructor
-  value, not the previous config's). The metadata key `"label"` is ignored; any other key
-  the env does not read is refused by name, so a misspelled key cannot be silently dropped.
+  value, not the previous config's). The metadata keys `label` and `task_tag`
+  (`harness.episodes.METADATA_KEYS`) do not change the env and are recorded with the episode;
+  any other key the env does not read is refused by name, so a misspelled key cannot be
+  silently dropped.
 - `infos` is a list: empty on ordinary steps and resets, exactly one dict at the step that
   ends an episode (one per episode, whatever `num_agents`, so counting infos counts episodes).
+  That dict holds the env's own numbers and, under `EPISODE_RECORD_KEY`, the
+  `harness.episodes.EpisodeRecord` of the episode (config run, per-agent returns, how it
+  ended), the ground truth the accounting oracle checks every reported number against.
 - Observations are float32 boxes that echo the episode's state (and, for the accounting env,
   the applied config); actions are `Discrete(1)` and ignored.
 """
@@ -32,29 +37,43 @@ Shared contract (what a curriculum wrapper can rely on):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 import gymnasium
 import numpy as np
 import pufferlib
 
+from harness.episodes import (
+    ENDED_DESYNC,
+    ENDED_TERMINAL,
+    ENDED_TRUNCATED,
+    EPISODE_RECORD_KEY,
+    METADATA_KEYS,
+    EpisodeRecord,
+    new_env_name,
+)
 from harness.simulator import TaskDependencySimulator
 
 __all__ = [
-    "IGNORED_CONFIG_KEYS",
     "DESYNC_MODES",
+    "EPISODE_ENDS",
+    "DONE_FLAG_MODES",
     "TaskDependencyEnv",
     "ExactAccountingEnv",
     "ResourceChainEnv",
 ]
 
-IGNORED_CONFIG_KEYS: Final = frozenset({"label"})
-"""Env config keys every harness env accepts and ignores (task metadata, not env settings)."""
-
 DESYNC_MODES: Final = ("none", "legacy", "truncate")
+EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
+"""How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
+DONE_FLAG_MODES: Final = ("hold", "pulse")
+"""`hold`: an agent's done flag stays set from its end until the episode ends; `pulse`: it is
+set at that one step only (a multi-agent env that reports each agent's end once)."""
 
 _ACTION_SPACE = gymnasium.spaces.Discrete(1)
+_REWARD_GRID = 2.0**20
+"""Per-step rewards of multi-step `TaskDependencyEnv` episodes are multiples of 1/_REWARD_GRID."""
 
 
 def _is_int(value: Any) -> bool:
@@ -92,7 +111,8 @@ class _HarnessEnv(pufferlib.PufferEnv):
 
     CONFIG_KEYS: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, *, num_obs: int, num_agents: int, buf: dict[str, np.ndarray] | None) -> None:
+    def __init__(self, *, num_obs: int, num_agents: int, buf: dict[str, np.ndarray] | None,
+                 seed: int | None = None) -> None:
         self.single_observation_space = gymnasium.spaces.Box(
             low=-np.inf, high=np.inf, shape=(num_obs,), dtype=np.float32
         )
@@ -100,19 +120,26 @@ class _HarnessEnv(pufferlib.PufferEnv):
         self.num_agents = num_agents
         super().__init__(buf)
         self._pending_config: dict[str, Any] | None = None
+        self._pending_meta: dict[str, Any] = {}
+        self._meta: dict[str, Any] = {}
         self._episode_running = False
+        self.name = new_env_name(seed)
+        """This env instance in episode records (unique across the processes of a run)."""
+        self.episodes_recorded = 0
+        """Episodes that ended (each reported once with its `EpisodeRecord`)."""
 
     def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
         """Validate `env_cfg` now and apply it at the next `reset()` (never mid-episode)."""
         if not isinstance(env_cfg, Mapping):
             raise ValueError(f"Expected `env_cfg` to be a mapping, received {type(env_cfg).__name__}")
-        unknown = [key for key in env_cfg if key not in self.CONFIG_KEYS and key not in IGNORED_CONFIG_KEYS]
+        unknown = [key for key in env_cfg if key not in self.CONFIG_KEYS and key not in METADATA_KEYS]
         if unknown:
             raise ValueError(
                 f"Unknown env config key(s) {', '.join(repr(k) for k in unknown)} for {type(self).__name__}; "
                 f"expected keys from {self.CONFIG_KEYS!r}"
             )
         self._pending_config = self._parse_config(env_cfg)
+        self._pending_meta = {key: env_cfg[key] for key in METADATA_KEYS if key in env_cfg}
 
     def _parse_config(self, env_cfg: Mapping[str, Any]) -> dict[str, Any]:
         """The full settings of the next episodes, or a ValueError naming the bad key."""
@@ -120,7 +147,17 @@ class _HarnessEnv(pufferlib.PufferEnv):
 
     def _take_pending_config(self) -> dict[str, Any] | None:
         config, self._pending_config = self._pending_config, None
+        if config is not None:
+            self._meta = self._pending_meta
         return config
+
+    def _record(self, settings: Mapping[str, Any], returns: tuple[float, ...], ended: str, steps: int,
+                **extra: Any) -> EpisodeRecord:
+        """The record of the episode that just ended (settings run plus the task's metadata)."""
+        record = EpisodeRecord(env=self.name, index=self.episodes_recorded, config={**settings, **self._meta},
+                               returns=returns, ended=ended, steps=steps, extra=extra)
+        self.episodes_recorded += 1
+        return record
 
     def _episode_ended_error(self) -> RuntimeError:
         return RuntimeError(
@@ -168,7 +205,8 @@ class TaskDependencyEnv(_HarnessEnv):
         self._task_index = 0
         self._step = 0
         self._return = 0.0
-        super().__init__(num_obs=2, num_agents=1, buf=buf)
+        self._paid = 0.0
+        super().__init__(num_obs=2, num_agents=1, buf=buf, seed=seed)
 
     @property
     def simulator(self) -> TaskDependencySimulator:
@@ -203,6 +241,7 @@ class TaskDependencyEnv(_HarnessEnv):
             self._task_index = config["task_index"]
         self._step = 0
         self._return = 0.0
+        self._paid = 0.0
         self._episode_running = True
         obs = self.observations
         obs[0, 0] = self._task_index
@@ -218,10 +257,15 @@ class TaskDependencyEnv(_HarnessEnv):
         """One practice episode of the student; the env episode ends after `episode_length`."""
         if not self._episode_running:
             raise self._episode_ended_error()
-        reward = self._simulator.sample_task(self._task_index) / self._episode_length
+        reward = self._simulator.sample_task(self._task_index)
+        if self._episode_length > 1:
+            # a share of the practice reward that float32 holds exactly, so the episode's return
+            # (the sum of what the buffer paid) never exceeds the student's reward in [0, 1]
+            reward = math.floor(reward / self._episode_length * _REWARD_GRID) / _REWARD_GRID
         self._step += 1
         self._return += reward
         self.rewards[0] = reward
+        self._paid += float(self.rewards[0])  # what the agent received through the float32 buffer
         self.observations[0, 1] = self._step
         if self._step < self._episode_length:
             return self.observations, self.rewards, self.terminals, self.truncations, []
@@ -237,77 +281,127 @@ class TaskDependencyEnv(_HarnessEnv):
                 "mean_performance": float(performance.mean()),
                 "num_mastered": int(np.count_nonzero(performance >= simulator.mastery_threshold)),
                 "episode_return": self._return,
-            }
+            },
+            EPISODE_RECORD_KEY: self._record({"task_index": task}, (self._paid,), ENDED_TERMINAL, self._step,
+                                              performance=float(performance[task])),
         }
         return self.observations, self.rewards, self.terminals, self.truncations, [info]
 
 
 class ExactAccountingEnv(_HarnessEnv):
-    """Pays exactly `reward_per_step` every step and ends after exactly `episode_length` steps.
+    """Pays exactly known rewards and ends after exactly known lengths, so every total is exact.
 
-    `env_cfg` may set `reward_per_step` and `episode_length` (from the next reset). The
-    observation is `[episode_length, reward_per_step, step_in_episode]` of the running
-    episode, so a test can see which config an episode really ran with. Counters
-    (`episodes_completed`, `steps_taken`, `total_reward`, per agent) make totals checkable;
-    rewards pass through pufferlib's float32 buffer, so pick float32-exact rewards (1.0, 0.25).
+    Settings (constructor defaults; `env_cfg` may set each for the episodes from the next reset):
+
+    - `reward_per_step`: a number, or one per agent: agent i earns it at every step of its
+      episode.
+    - `episode_length`: an integer, or one per agent: agent i's episode ends after that many
+      steps (its done flag is set then); the env's episode ends when the last agent's does.
+      After its end an agent earns 0. Agent i's return is exactly `reward_i * length_i`.
+    - `end`: how agents end (`EPISODE_ENDS`): "terminal", "truncated" (a plain time limit: the
+      episode is full and must be recorded) or "desync" (a truncation cut to stagger workers,
+      flagged `truncated_by_desync` in the info: must never be recorded).
+
+    `done_flags` (constructor, `DONE_FLAG_MODES`) says whether an agent's flag stays set until
+    the episode ends ("hold") or is set at its end step only ("pulse").
+
+    The observation of agent i is `[length_i, reward_i, step_in_episode]`, so a test can see
+    which config an episode really ran with. Counters (`episodes_completed`, `steps_taken`,
+    `total_reward` over all agents) make totals checkable; rewards pass through pufferlib's
+    float32 buffer, so pick float32-exact rewards (1.0, 0.25, ...).
     """
 
-    CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("reward_per_step", "episode_length")
+    CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("reward_per_step", "episode_length", "end")
 
     def __init__(
         self,
         *,
-        reward_per_step: float = 1.0,
-        episode_length: int = 10,
+        reward_per_step: float | Sequence[float] = 1.0,
+        episode_length: int | Sequence[int] = 10,
+        end: str = ENDED_TERMINAL,
         num_agents: int = 1,
+        done_flags: str = "hold",
         buf: dict[str, np.ndarray] | None = None,
         seed: int | None = 0,
     ) -> None:
-        self._default_reward = _finite("reward_per_step", reward_per_step)
-        self._default_length = _positive_int("episode_length", episode_length)
         num_agents = _positive_int("num_agents", num_agents)
-        self._reward = self._default_reward
-        self._length = self._default_length
+        if done_flags not in DONE_FLAG_MODES:
+            raise ValueError(f"Expected `done_flags` to be one of {DONE_FLAG_MODES!r}, received {done_flags!r}")
+        self._num = num_agents
+        self._defaults = self._settings(reward_per_step, episode_length, end, source="`{}`")
+        self._pulse = done_flags == "pulse"
+        self._apply(self._defaults)
         self._step = 0
-        self._return = 0.0
+        self._returns = np.zeros(num_agents, dtype=np.float64)
         self.episodes_completed = 0
         self.steps_taken = 0
         self.total_reward = 0.0
-        super().__init__(num_obs=3, num_agents=num_agents, buf=buf)
+        super().__init__(num_obs=3, num_agents=num_agents, buf=buf, seed=seed)
         self._obs_length = self.observations[:, 0]
         self._obs_reward = self.observations[:, 1]
         self._obs_step = self.observations[:, 2]
 
+    def _per_agent(self, name: str, value: Any, check: Any, source: str) -> tuple[Any, ...]:
+        if isinstance(value, (list, tuple, np.ndarray)):
+            if len(value) != self._num:
+                raise ValueError(f"Expected {source.format(name)} to hold one value per agent ({self._num}), "
+                                 f"received {list(value)!r}")
+            return tuple(check(name, v, source) for v in value)
+        return (check(name, value, source),) * self._num
+
+    @staticmethod
+    def _check_reward(name: str, value: Any, source: str) -> float:
+        if not _is_number(value):
+            raise ValueError(f"Expected {source.format(name)} to be a finite number, received {value!r}")
+        return float(value)
+
+    @staticmethod
+    def _check_length(name: str, value: Any, source: str) -> int:
+        if not _is_int(value) or value < 1:
+            raise ValueError(f"Expected {source.format(name)} to be a positive integer, received {value!r}")
+        return int(value)
+
+    def _settings(self, reward: Any, length: Any, end: Any, *, source: str) -> dict[str, Any]:
+        if end not in EPISODE_ENDS:
+            raise ValueError(f"Expected {source.format('end')} to be one of {EPISODE_ENDS!r}, received {end!r}")
+        return {"reward_per_step": self._per_agent("reward_per_step", reward, self._check_reward, source),
+                "episode_length": self._per_agent("episode_length", length, self._check_length, source),
+                "end": end}
+
+    def _apply(self, settings: dict[str, Any]) -> None:
+        self._settings_now = settings
+        self._rewards_now = np.array(settings["reward_per_step"], dtype=np.float64)
+        self._lengths_now = np.array(settings["episode_length"], dtype=np.int64)
+        self._length = int(self._lengths_now.max())
+        self._uniform = self._num == 1 or (len(set(settings["episode_length"])) == 1
+                                           and len(set(settings["reward_per_step"])) == 1)
+
     @property
     def reward_per_step(self) -> float:
-        """Reward per step of the current (or last) episode."""
-        return self._reward
+        """Reward per step of agent 0 in the current (or last) episode."""
+        return float(self._rewards_now[0])
 
     @property
     def episode_length(self) -> int:
-        """Length of the current (or last) episode."""
+        """Length of the current (or last) episode: its last agent's."""
         return self._length
 
     def _parse_config(self, env_cfg: Mapping[str, Any]) -> dict[str, Any]:
-        reward = env_cfg.get("reward_per_step", self._default_reward)
-        if not _is_number(reward):
-            raise ValueError(f"Expected env config key 'reward_per_step' to be a finite number, received {reward!r}")
-        length = env_cfg.get("episode_length", self._default_length)
-        if not _is_int(length) or length < 1:
-            raise ValueError(f"Expected env config key 'episode_length' to be a positive integer, received {length!r}")
-        return {"reward_per_step": float(reward), "episode_length": int(length)}
+        defaults = self._defaults
+        return self._settings(env_cfg.get("reward_per_step", defaults["reward_per_step"]),
+                              env_cfg.get("episode_length", defaults["episode_length"]),
+                              env_cfg.get("end", defaults["end"]), source="env config key {!r}")
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
         """Start an episode with the pending config, if any."""
         config = self._take_pending_config()
         if config is not None:
-            self._reward = config["reward_per_step"]
-            self._length = config["episode_length"]
+            self._apply(config)
         self._step = 0
-        self._return = 0.0
+        self._returns.fill(0.0)
         self._episode_running = True
-        self._obs_length.fill(self._length)
-        self._obs_reward.fill(self._reward)
+        self._obs_length[:] = self._lengths_now
+        self._obs_reward[:] = self._rewards_now
         self._obs_step.fill(0.0)
         self.rewards.fill(0.0)
         self.terminals.fill(False)
@@ -317,22 +411,42 @@ class ExactAccountingEnv(_HarnessEnv):
     def step(
         self, actions: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        """Pay `reward_per_step`; end the episode after `episode_length` steps."""
+        """Pay every running agent its reward; set each agent's done flag at its own end."""
         if not self._episode_running:
             raise self._episode_ended_error()
-        reward = self._reward
-        self._step += 1
-        self._return += reward
+        step = self._step = self._step + 1
         self.steps_taken += 1
-        self.total_reward += reward
-        self.rewards.fill(reward)
-        self._obs_step.fill(self._step)
-        if self._step < self._length:
-            return self.observations, self.rewards, self.terminals, self.truncations, []
+        self._obs_step.fill(step)
+        flags = self.truncations if self._settings_now["end"] != ENDED_TERMINAL else self.terminals
+        if self._uniform:
+            reward = float(self._rewards_now[0])
+            self.rewards.fill(reward)
+            self._returns += reward
+            self.total_reward += reward * self._num
+            if step < self._length:
+                return self.observations, self.rewards, self.terminals, self.truncations, []
+            flags.fill(True)
+        else:
+            running = self._lengths_now >= step
+            paid = np.where(running, self._rewards_now, 0.0)
+            self.rewards[:] = paid
+            self._returns += paid
+            self.total_reward += float(paid.sum())
+            flags[:] = (self._lengths_now == step) if self._pulse else (self._lengths_now <= step)
+            if step < self._length:
+                return self.observations, self.rewards, self.terminals, self.truncations, []
         self._episode_running = False
         self.episodes_completed += 1
-        self.terminals.fill(True)
-        info = {"exact_accounting": {"episode_return": self._return, "episode_length": self._step}}
+        end = self._settings_now["end"]
+        returns = tuple(float(r) for r in self._returns)
+        settings = {"reward_per_step": list(self._settings_now["reward_per_step"]),
+                    "episode_length": list(self._settings_now["episode_length"]), "end": end}
+        info: dict[str, Any] = {
+            "exact_accounting": {"episode_return": sum(returns) / self._num, "episode_length": step},
+            EPISODE_RECORD_KEY: self._record(settings, returns, end, step),
+        }
+        if end == ENDED_DESYNC:
+            info["exact_accounting"]["truncated_by_desync"] = True
         return self.observations, self.rewards, self.terminals, self.truncations, [info]
 
 
@@ -404,8 +518,9 @@ class ResourceChainEnv(_HarnessEnv):
         self._ore = self._batteries = self._hearts = 0
         self._next_ore = self._next_battery = self._next_heart = 0
         self._return = 0.0
+        self._paid = 0.0
         self.episodes_completed = 0
-        super().__init__(num_obs=4, num_agents=num_agents, buf=buf)
+        super().__init__(num_obs=4, num_agents=num_agents, buf=buf, seed=seed)
         self._obs_step = self.observations[:, 0]
         self._obs_ore = self.observations[:, 1]
         self._obs_batteries = self.observations[:, 2]
@@ -478,6 +593,7 @@ class ResourceChainEnv(_HarnessEnv):
         self._next_battery = self._ore_step + self._battery_delay
         self._next_heart = self._next_battery + self._heart_delay
         self._return = 0.0
+        self._paid = 0.0
         self._episode_running = True
         self.observations.fill(0.0)
         self.rewards.fill(0.0)
@@ -511,6 +627,7 @@ class ResourceChainEnv(_HarnessEnv):
             self._obs_hearts.fill(self._hearts)
         self._return += reward
         self.rewards.fill(reward)
+        self._paid += float(self.rewards[0])  # what each agent received through the float32 buffer
         self._obs_step.fill(step)
         if step < self._episode_steps:
             return self.observations, self.rewards, self.terminals, self.truncations, []
@@ -528,6 +645,9 @@ class ResourceChainEnv(_HarnessEnv):
                 "episode_length": step,
                 "episode_return": self._return,
                 "truncated_by_desync": self._truncate_episode,
-            }
+            },
+            EPISODE_RECORD_KEY: self._record(
+                self._config, (self._paid,) * self.num_agents, ENDED_DESYNC if self._truncate_episode else ENDED_TERMINAL,
+                step, episode_steps=self._episode_steps),
         }
         return self.observations, self.rewards, self.terminals, self.truncations, [info]

@@ -1,25 +1,42 @@
 """Canaries: deliberately broken curricula and wrappers, one per bug class the gate guards.
 
 Each is plugged into its scenario suite the way a user's own implementation would be
-(`--curriculum=harness.faults:<factory>` or `--curriculum-env=harness.faults:<Class>`), and a
+(`--gate-curriculum=harness.faults:<factory>` or `--gate-curriculum-env=harness.faults:<Class>`), and a
 meta-test asserts that the suite fails on it. A suite that passes on its canary proves nothing.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Any
 
 import numpy as np
 
-from curriculum import Curriculum, CurriculumConfig, CurriculumEnv
-from curriculum.algorithms import LearningProgressAlgorithm
+from curriculum import Curriculum, CurriculumConfig, CurriculumEnv, LearningProgressConfig, UniformConfig
+from curriculum.algorithms import LearningProgressAlgorithm, StagedProgressionAlgorithm
+from curriculum.algorithms.staged import STAGE_COUNTERS
 
-__all__ = ["CANARIES", "make_noise_rewarding_lp", "make_dropped_updates_curriculum",
-           "make_inverted_eviction_curriculum", "make_lossy_checkpoint_curriculum",
-           "make_unlocked_shared_curriculum", "DesyncBlindCurriculumEnv",
-           "make_per_worker_copy_curriculum", "LateConfigCurriculumEnv", "RunningTotalCurriculumEnv",
-           "make_decline_blind_lp"]
+__all__ = [
+    "CANARIES",
+    "DEGRADATIONS",
+    "make_noise_rewarding_lp",
+    "make_dropped_updates_curriculum",
+    "make_inverted_eviction_curriculum",
+    "make_lossy_checkpoint_curriculum",
+    "make_unlocked_shared_curriculum",
+    "make_lock_leaking_curriculum",
+    "make_per_worker_copy_curriculum",
+    "make_shared_stream_curriculum",
+    "make_decline_blind_lp",
+    "make_late_advancing_staged",
+    "make_regression_blind_staged",
+    "DesyncBlindCurriculumEnv",
+    "TimeLimitAsDesyncCurriculumEnv",
+    "FirstAgentScoreCurriculumEnv",
+    "LateConfigCurriculumEnv",
+    "RunningTotalCurriculumEnv",
+]
 
 
 class _NoiseRewardingLP(LearningProgressAlgorithm):
@@ -99,6 +116,24 @@ def make_unlocked_shared_curriculum(config: CurriculumConfig, *, shared_memory: 
     return curriculum
 
 
+class _LockLeakingCurriculum(Curriculum):
+    """Bug: the lock is taken before the input is checked and released only on success, so an
+    error path leaves it held (as when validation moves inside a locked section with no
+    try/finally)."""
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        self._lock.acquire()
+        result = super().update_task_performance(task_id, score)
+        self._lock.release()
+        return result
+
+
+def make_lock_leaking_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
+                                 lock_timeout: float | None = None) -> Curriculum:
+    """Canary of the lock-hygiene check: bad input leaves the shared tracker's lock held."""
+    return _LockLeakingCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
+
+
 class DesyncBlindCurriculumEnv(CurriculumEnv):
     """Canary of the desync scenario: a wrapper that cannot tell a desync truncation from a
     finished episode, so truncated partial episodes reach the curriculum as completions."""
@@ -112,6 +147,23 @@ class DesyncBlindCurriculumEnv(CurriculumEnv):
             return obs, rewards, terminals, truncations, [_without_desync_flag(i) for i in infos or ()]
 
         self._env_step = blind_step
+
+
+class TimeLimitAsDesyncCurriculumEnv(CurriculumEnv):
+    """Canary of the time-limit check: a wrapper that takes every truncation for a desync cut,
+    so full episodes that hit a time limit never reach the curriculum."""
+
+    def __init__(self, env: Any, curriculum: Any, **kwargs: Any) -> None:
+        super().__init__(env, curriculum, **kwargs)
+        step = self._env_step
+
+        def every_cut_is_desync(actions: Any) -> Any:
+            obs, rewards, terminals, truncations, infos = step(actions)
+            if truncations.any():
+                infos = [*(infos or ()), {"truncated_by_desync": True}]
+            return obs, rewards, terminals, truncations, infos
+
+        self._env_step = every_cut_is_desync
 
 
 def _without_desync_flag(info: Any) -> Any:
@@ -141,6 +193,28 @@ def make_per_worker_copy_curriculum(config: CurriculumConfig, *, shared_memory: 
     curriculum = _PerWorkerCopyCurriculum(config)
     curriculum.claims_shared = shared_memory
     return curriculum
+
+
+class _SharedStreamCurriculum(Curriculum):
+    """Bug (seeds/003): `reseed` keeps the stream the process inherited, so every forked worker
+    draws the same task sequence."""
+
+    def reseed(self, seed: int) -> None:
+        self._refresh()
+
+
+def make_shared_stream_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
+                                  lock_timeout: float | None = None) -> Curriculum:
+    """Canary of the worker-streams scenario: worker processes share one sampling stream."""
+    return _SharedStreamCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
+
+
+class FirstAgentScoreCurriculumEnv(CurriculumEnv):
+    """Canary of the multi-agent scenario: the episode is scored by agent 0's return alone."""
+
+    def __init__(self, env: Any, curriculum: Any, **kwargs: Any) -> None:
+        kwargs["score_fn"] = lambda returns: float(returns[0])
+        super().__init__(env, curriculum, **kwargs)
 
 
 class LateConfigCurriculumEnv(CurriculumEnv):
@@ -202,21 +276,133 @@ def make_decline_blind_lp(config: CurriculumConfig) -> Curriculum:
     return _with_algorithm(Curriculum(config), _DeclineBlindLP)
 
 
-#: scenario module -> (plug-in option, canary spec)
-CANARIES: dict[str, tuple[str, str]] = {
-    "test_impossible_tasks": ("--curriculum", "harness.faults:make_noise_rewarding_lp"),
-    "test_dependency_chain": ("--curriculum", "harness.faults:make_dropped_updates_curriculum"),
-    "test_eviction_health": ("--curriculum", "harness.faults:make_inverted_eviction_curriculum"),
-    "test_checkpoint_resume": ("--curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),
-    "test_shared_tracker_locking": ("--curriculum", "harness.faults:make_unlocked_shared_curriculum"),
-    "test_desync_truncation": ("--curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
-    "test_stage_sync": ("--curriculum", "harness.faults:make_per_worker_copy_curriculum"),
-    "test_config_at_reset": ("--curriculum-env", "harness.faults:LateConfigCurriculumEnv"),
-    "test_per_label_metrics": ("--curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),
-    "test_forgetting": ("--curriculum", "harness.faults:make_decline_blind_lp"),
+class _LateAdvancingStaged(StagedProgressionAlgorithm):
+    """Bug: the stage may change only after more than `min_episodes` episodes (off by one)."""
+
+    def record(self, slot: int, score: float, completions: int) -> int:
+        episodes = self._counters.item(STAGE_COUNTERS.index("stage_episodes"))  # before this completion
+        if episodes + 1 == self.config.min_episodes:
+            self.config.min_episodes += 1
+            try:
+                return super().record(slot, score, completions)
+            finally:
+                self.config.min_episodes -= 1
+        return super().record(slot, score, completions)
+
+
+class _RegressionBlindStaged(StagedProgressionAlgorithm):
+    """Bug: the regression check reads the threshold of the advancement (a copy-paste slip),
+    so a stage whose mean falls stays where it is unless it also passes advancement."""
+
+    def record(self, slot: int, score: float, completions: int) -> int:
+        regression = self.config.regression_threshold
+        self.config.regression_threshold = None
+        try:
+            return super().record(slot, score, completions)
+        finally:
+            self.config.regression_threshold = regression
+
+
+def _with_staged(config: CurriculumConfig, algorithm_class: type, **kwargs: Any) -> Curriculum:
+    curriculum = Curriculum(config, **kwargs)
+    old = curriculum._algorithm
+    if isinstance(old, StagedProgressionAlgorithm):
+        new = algorithm_class(old.config, old.capacity)
+        new.bind(curriculum.tracker)
+        curriculum._algorithm = new
+    return curriculum
+
+
+def make_late_advancing_staged(config: CurriculumConfig, **kwargs: Any) -> Curriculum:
+    """Canary of the staged-progression scenario: stage changes one completion late."""
+    return _with_staged(config, _LateAdvancingStaged, **kwargs)
+
+
+def make_regression_blind_staged(config: CurriculumConfig, **kwargs: Any) -> Curriculum:
+    """Canary of the staged-progression scenario: it never falls back a stage."""
+    return _with_staged(config, _RegressionBlindStaged, **kwargs)
+
+
+#: scenario module -> the canaries it must fail on: (plug-in option, canary spec)
+CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
+    "test_impossible_tasks": (("--gate-curriculum", "harness.faults:make_noise_rewarding_lp"),),
+    "test_dependency_chain": (("--gate-curriculum", "harness.faults:make_dropped_updates_curriculum"),),
+    "test_eviction_health": (("--gate-curriculum", "harness.faults:make_inverted_eviction_curriculum"),),
+    "test_checkpoint_resume": (("--gate-curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),),
+    "test_shared_tracker_locking": (("--gate-curriculum", "harness.faults:make_unlocked_shared_curriculum"),
+                                    ("--gate-curriculum", "harness.faults:make_lock_leaking_curriculum")),
+    "test_desync_truncation": (("--gate-curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
+                               ("--gate-curriculum-env", "harness.faults:TimeLimitAsDesyncCurriculumEnv")),
+    "test_stage_sync": (("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),),
+    "test_config_at_reset": (("--gate-curriculum-env", "harness.faults:LateConfigCurriculumEnv"),),
+    "test_per_label_metrics": (("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),),
+    "test_forgetting": (("--gate-curriculum", "harness.faults:make_decline_blind_lp"),),
+    "test_staged_progression": (("--gate-curriculum", "harness.faults:make_late_advancing_staged"),
+                                ("--gate-curriculum", "harness.faults:make_regression_blind_staged")),
 }
 
 
-def describe() -> dict[str, Any]:
-    """The canary table, for docs and the CLI."""
-    return {module: {"option": option, "canary": spec} for module, (option, spec) in CANARIES.items()}
+
+# ---------------------------------------------------------------------------------- degradation ladder
+def _with_lp(config: CurriculumConfig, **changes: Any) -> CurriculumConfig:
+    """`config` with its learning-progress settings changed (other algorithms unchanged)."""
+    algorithm = config.algorithm
+    if not isinstance(algorithm, LearningProgressConfig):
+        return config
+    return dataclasses.replace(config, algorithm=dataclasses.replace(algorithm, **changes))
+
+
+def _scaled(config: CurriculumConfig, field: str, factor: float, cap: float) -> CurriculumConfig:
+    algorithm = config.algorithm
+    if not isinstance(algorithm, LearningProgressConfig):
+        return config
+    return _with_lp(config, **{field: min(getattr(algorithm, field) * factor, cap)})
+
+
+class _DroppingCurriculum(Curriculum):
+    """Forgets a fixed fraction of its completions (seeded, so runs reproduce), as lost updates do."""
+
+    drop_fraction = 0.0
+
+    def __init__(self, config: CurriculumConfig, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._drop_rng = np.random.default_rng([config.seed, 77])
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        if self._drop_rng.random() < self.drop_fraction:
+            return True
+        return super().update_task_performance(task_id, score)
+
+
+def _dropping(fraction: float) -> Any:
+    def make(config: CurriculumConfig, **kwargs: Any) -> Curriculum:
+        curriculum = _DroppingCurriculum(config, **kwargs)
+        curriculum.drop_fraction = fraction
+        return curriculum
+
+    make.__name__ = f"make_dropping_{int(fraction * 100)}"
+    return make
+
+
+def _configured(change: Any, name: str) -> Any:
+    def make(config: CurriculumConfig, **kwargs: Any) -> Curriculum:
+        return Curriculum(change(config), **kwargs)
+
+    make.__name__ = name
+    return make
+
+
+#: The degradation ladder: realistic ways a curriculum gets worse, each in rungs of growing
+#: size, as `factory(config)` of a degraded built-in curriculum. `benchmarks/calibrate_gate.py`
+#: measures, per statistical check, the smallest rung it detects with 90% power.
+DEGRADATIONS: dict[str, Any] = {
+    "ema_rate_x2": _configured(lambda c: _scaled(c, "ema_timescale", 2.0, 0.9), "make_ema_rate_x2"),
+    "ema_rate_x4": _configured(lambda c: _scaled(c, "ema_timescale", 4.0, 0.9), "make_ema_rate_x4"),
+    "exploration_x2": _configured(lambda c: _scaled(c, "exploration", 2.0, 0.45), "make_exploration_x2"),
+    "exploration_x4": _configured(lambda c: _scaled(c, "exploration", 4.0, 0.6), "make_exploration_x4"),
+    "no_noise_band": _configured(lambda c: _with_lp(c, noise_z=0.0), "make_no_noise_band"),
+    "dropped_completions_10": _dropping(0.10),
+    "dropped_completions_30": _dropping(0.30),
+    "dropped_completions_60": _dropping(0.60),
+    "uniform_sampling": _configured(lambda c: dataclasses.replace(c, algorithm=UniformConfig()), "make_uniform"),
+}

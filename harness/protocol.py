@@ -1,7 +1,7 @@
 """The protocol a curriculum must satisfy to be gated by the scenario suites.
 
 The harness talks to a curriculum only through these methods, so any implementation can be
-plugged in with `pytest scenarios/ --curriculum=package.module:factory`, where
+plugged in with `pytest scenarios/ --gate-curriculum=package.module:factory`, where
 `factory(config: CurriculumConfig) -> CurriculumProtocol`. `check_curriculum(obj)` says what
 a given object lacks, in the manner of gymnasium's env checker.
 """

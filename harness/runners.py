@@ -49,6 +49,7 @@ from curriculum.stats import (
     process_training_stats,
     stat_key,
 )
+from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord
 from harness.plots import PERFORMANCE_PREFIX
 from harness.recorder import MetricsRecorder
 from harness.simulator import TaskDependencySimulator
@@ -63,6 +64,7 @@ __all__ = [
     "run_vectorized",
     "default_num_workers",
     "task_dependency_info",
+    "completion_info",
 ]
 
 METRICS_DIR_ENV: Final = "CURRICULUM_HARNESS_METRICS_DIR"
@@ -101,6 +103,26 @@ def task_dependency_info(simulator: TaskDependencySimulator, task_index: int, ep
     }
 
 
+_EPISODE_KEY: Final = stat_key(EPISODES)
+_TASK_ID_KEY: Final = stat_key(TASK_ID)
+_DESYNC_KEY: Final = stat_key(DESYNC_TRUNCATIONS)
+_SCORE_KEY: Final = stat_key(SCORE)
+_STAGE_KEY: Final = stat_key(STAGE)
+_SAMPLES_PREFIX: Final = stat_key(PER_LABEL_SAMPLES) + "/"
+
+
+def completion_info(task: Any, score: float, record: Callable[[int, str, float], dict[str, Any]], *,
+                    stage: int | None = None) -> dict[str, Any]:
+    """What a `CurriculumEnv` reports for one full episode of `task`, for loops with no env:
+    the episode entries, then `record(task_id, label, score)` (a `CompletionRecorder.record`)."""
+    label = task.label
+    info = {_EPISODE_KEY: 1, _SAMPLES_PREFIX + label: 1, _TASK_ID_KEY: task.task_id, _DESYNC_KEY: 0, _SCORE_KEY: score}
+    info.update(record(task.task_id, label, score))
+    if stage is not None:
+        info[_STAGE_KEY] = stage
+    return info
+
+
 def _default_recorder() -> tuple[MetricsRecorder, bool]:
     """A recorder, streaming to `$METRICS_DIR_ENV/<name>.jsonl` when that is set; (recorder, owned)."""
     directory = os.environ.get(METRICS_DIR_ENV)
@@ -128,6 +150,7 @@ class _EpochLog:
         recorder: MetricsRecorder | None,
         on_epoch: EpochCallback | None,
         performance: Callable[[], Sequence[float]],
+        oracle: Any = None,
     ) -> None:
         _check_positive("episodes", episodes)
         _check_positive("epoch_length", epoch_length)
@@ -143,6 +166,7 @@ class _EpochLog:
         self.warmup_episodes = warmup_episodes
         self.on_epoch = on_epoch
         self.performance = performance
+        self.oracle = oracle
         self.stats: dict[str, list[float]] = {}
         self.done = 0
         self.epoch = 0
@@ -159,6 +183,8 @@ class _EpochLog:
         if self.done < self.next_epoch_end:
             return False
         metrics = process_training_stats(self.stats, agent_step=self.done, epoch=self.epoch)
+        if self.oracle is not None:
+            self.oracle.epoch(metrics)
         for index, value in enumerate(self.performance()):
             metrics[PER_TASK_PERFORMANCE.format(index)] = float(value)
         self.result.recorder.record(metrics)
@@ -202,6 +228,7 @@ def run_direct(
     on_episode: Callable[[int, Any, float], None] | None = None,
     on_epoch: EpochCallback | None = None,
     stats_interval: int | None = None,
+    oracle: Any = None,
 ) -> RunResult:
     """`episodes` get/sample/update rounds; metrics every `epoch_length` episodes.
 
@@ -209,33 +236,32 @@ def run_direct(
     (same `CompletionRecorder`, same keys), fed to the stats pipeline. `on_episode(episode,
     task, reward)` runs after each update. `stats_interval` (completions between pool-wide
     `curriculum.stats()` reports) defaults to once per epoch, at most every
-    `DEFAULT_STATS_INTERVAL`.
+    `DEFAULT_STATS_INTERVAL`. With an `oracle` (`harness.oracle.AccountingOracle`), the runner
+    plays the env's part too: each episode's info carries its `EpisodeRecord`, the curriculum is
+    watched, and every epoch's metrics are checked; the caller calls `oracle.verify()`.
     """
     simulator = space.simulator
+    if oracle is not None:
+        curriculum = _watched(oracle, curriculum)
     log = _EpochLog(episodes=episodes, epoch_length=epoch_length, warmup_episodes=warmup_episodes,
-                    recorder=recorder, on_epoch=on_epoch, performance=lambda: simulator.performance.tolist())
+                    recorder=recorder, on_epoch=on_epoch, performance=lambda: simulator.performance.tolist(),
+                    oracle=oracle)
     completions = CompletionRecorder(curriculum, stats_interval=_stats_interval(stats_interval, epoch_length))
     get_task = curriculum.get_task
     record = completions.record
     sample = simulator.sample_task
     stats = log.stats
     staged = getattr(curriculum, "stage", None) is not None
-    episodes_key, samples_key, task_id_key = stat_key(EPISODES), stat_key(PER_LABEL_SAMPLES), stat_key(TASK_ID)
-    desync_key, score_key, stage_key = stat_key(DESYNC_TRUNCATIONS), stat_key(SCORE), stat_key(STAGE)
     for episode in range(episodes):
         task = get_task()
         label = task.label
         task_index = task.env_cfg["task_index"]
         reward = sample(task_index)
         info = task_dependency_info(simulator, task_index, reward)
-        info[episodes_key] = 1
-        info[f"{samples_key}/{label}"] = 1
-        info[task_id_key] = task.task_id
-        info[desync_key] = 0
-        info[score_key] = reward
-        info.update(record(task.task_id, label, reward))
-        if staged:
-            info[stage_key] = curriculum.stage
+        info.update(completion_info(task, reward, record, stage=curriculum.stage if staged else None))
+        if oracle is not None:
+            info[EPISODE_RECORD_KEY] = EpisodeRecord("direct", episode, dict(task.env_cfg), (reward,), ENDED_TERMINAL, 1)
+            oracle.observe((info,))
         accumulate_rollout_stats((info,), stats)
         log.count(label)
         if on_episode is not None:
@@ -256,6 +282,7 @@ def run_single_env(
     episode_length: int = 1,
     stats_interval: int | None = None,
     env_class: Any = None,
+    oracle: Any = None,
 ) -> RunResult:
     """One `CurriculumEnv(TaskDependencyEnv(simulator=space.simulator), curriculum)`, stepped
     until `episodes` episodes ended; metrics from the env's info dicts through the pipeline.
@@ -263,14 +290,18 @@ def run_single_env(
     The wrapper auto-resets (its policy), so the loop is `reset()` once, then `step()` only.
     `episode_length` is the env's steps per episode (each step is one practice of the task).
     `env_class` replaces `curriculum.env.CurriculumEnv` (same constructor), for gating
-    another wrapper.
+    another wrapper. With an `oracle`, the curriculum is watched and every step's infos and
+    every epoch are checked; the caller calls `oracle.verify()`.
     """
     from curriculum.env import CurriculumEnv
     from harness.envs import TaskDependencyEnv
 
     simulator = space.simulator
+    if oracle is not None:
+        curriculum = _watched(oracle, curriculum)
     log = _EpochLog(episodes=episodes, epoch_length=epoch_length, warmup_episodes=warmup_episodes,
-                    recorder=recorder, on_epoch=on_epoch, performance=lambda: simulator.performance.tolist())
+                    recorder=recorder, on_epoch=on_epoch, performance=lambda: simulator.performance.tolist(),
+                    oracle=oracle)
     wrapper = env_class if env_class is not None else CurriculumEnv
     env = wrapper(TaskDependencyEnv(simulator=simulator, episode_length=episode_length), curriculum,
                   stats_interval=_stats_interval(stats_interval, epoch_length))
@@ -282,6 +313,8 @@ def run_single_env(
         while True:
             infos = step(actions)[4]  # the episode-end step auto-resets onto the next task
             if infos:
+                if oracle is not None:
+                    oracle.observe(infos)
                 accumulate_rollout_stats(infos, stats)
                 _count_episodes(infos, log)
                 if log.close_epoch_if_due():
@@ -373,6 +406,7 @@ def run_vectorized(
     stats_interval: int | None = None,
     seed: int = 0,
     overwork: bool = False,
+    oracle: Any = None,
 ) -> RunResult:
     """`num_envs` CurriculumEnv-wrapped `TaskDependencyEnv`s under pufferlib, stepped until
     `episodes` episodes ended; metrics from the vec step infos through the stats pipeline.
@@ -391,7 +425,10 @@ def run_vectorized(
     the run) may hold up to `num_envs - 1` episodes more than asked.
 
     `num_workers` defaults to the most processes that fit the physical cores and divide
-    `num_envs` (Multiprocessing only); `overwork=True` lifts pufferlib's cores limit.
+    `num_envs` (Multiprocessing only); `overwork=True` lifts pufferlib's cores limit. With an
+    `oracle`, every step's infos and every epoch are checked (and, under `Serial`, the
+    curriculum is watched); the runner calls `oracle.verify(curriculum)` before closing a
+    curriculum it built.
     """
     from curriculum import Curriculum, CurriculumConfig
     from curriculum.vector import BACKENDS, TRACKING_MODES, make_curriculum_vecenv
@@ -411,21 +448,26 @@ def run_vectorized(
     owned = isinstance(curriculum_or_config, CurriculumConfig)
     curriculum = (Curriculum(curriculum_or_config, shared_memory=tracking == "shared") if owned
                   else curriculum_or_config)
+    target = curriculum
+    if oracle is not None and not multiprocess:
+        target = _watched(oracle, curriculum)
     reported = _ReportedPerformance(space.simulator.performance.tolist())
     performance = reported if multiprocess else (lambda: space.simulator.performance.tolist())
     vec_kwargs: dict[str, Any] = {"overwork": True} if overwork else {}
     try:
         vecenv = make_curriculum_vecenv(
-            creator, curriculum, backend=backend, tracking=tracking, num_envs=num_envs,
+            creator, target, backend=backend, tracking=tracking, num_envs=num_envs,
             num_workers=num_workers, seed=seed,
             stats_interval=_stats_interval(stats_interval, epoch_length, num_envs), **vec_kwargs,
         )
         try:
             log = _EpochLog(episodes=episodes, epoch_length=epoch_length, warmup_episodes=warmup_episodes,
-                            recorder=recorder, on_epoch=on_epoch, performance=performance)
+                            recorder=recorder, on_epoch=on_epoch, performance=performance, oracle=oracle)
             _step_until_done(vecenv, log, reported if multiprocess else None, seed)
         finally:
             vecenv.close()
+        if oracle is not None and owned:
+            oracle.verify(curriculum)
     finally:
         if owned:
             curriculum.close()
@@ -441,28 +483,35 @@ def _step_until_done(vecenv: Any, log: _EpochLog, reported: _ReportedPerformance
         infos = step(actions)[4]
         if not infos:
             continue
+        if log.oracle is not None:
+            log.oracle.observe(infos)
         accumulate_rollout_stats(infos, stats)
         _count_episodes(infos, log, reported)
         if log.close_epoch_if_due():
             return
 
 
-_EPISODES_KEY: Final = stat_key(EPISODES)
-_LABEL_PREFIX: Final = stat_key(PER_LABEL_SAMPLES) + "/"
+def _watched(oracle: Any, curriculum: Any) -> Any:
+    """The oracle's stand-in for `curriculum` (the curriculum itself if it is one already)."""
+    from harness.oracle import WatchedCurriculum
+
+    return curriculum if isinstance(curriculum, WatchedCurriculum) else oracle.watch(curriculum)
+
+
 
 
 def _count_episodes(infos: Sequence[Any], log: _EpochLog, reported: _ReportedPerformance | None = None) -> None:
     """Count the episodes a step's infos report (one info per ended episode, labelled by its
     `per_label_samples/<label>` key, as `CurriculumEnv` emits)."""
     for info in infos:
-        if not isinstance(info, Mapping) or _EPISODES_KEY not in info:
+        if not isinstance(info, Mapping) or _EPISODE_KEY not in info:
             continue
         if reported is not None:
             reported.update(info)
-        label = next((key[len(_LABEL_PREFIX):] for key in info if key.startswith(_LABEL_PREFIX)), None)
+        label = next((key[len(_SAMPLES_PREFIX):] for key in info if key.startswith(_SAMPLES_PREFIX)), None)
         if label is None:
             raise ValueError(
-                f"Expected an episode-end info with a '{_LABEL_PREFIX}<label>' key beside '{_EPISODES_KEY}', "
+                f"Expected an episode-end info with a '{_SAMPLES_PREFIX}<label>' key beside '{_EPISODE_KEY}', "
                 f"received keys {sorted(info)}"
             )
         log.count(label)

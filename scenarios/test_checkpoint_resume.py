@@ -26,7 +26,8 @@ def _play(curriculum, simulator, episodes: int) -> list[tuple[int, float]]:
     return trace
 
 
-def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capability, scenario_seed, golden) -> None:
+def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capability, scenario_seed, golden,
+                                               oracle) -> None:
     def config(space):
         return CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
                                 num_active_tasks=32, seed=scenario_seed)
@@ -36,7 +37,9 @@ def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capab
     lacking = missing_capabilities(original, ("get_state", "load_state"))
     require_capability(not lacking, f"checkpoint/resume needs {lacking}")
     total = LIMITS.episodes_before + LIMITS.episodes_after
-    uninterrupted = _play(original, space_a.simulator, total)
+    watcher = oracle(context="uninterrupted run")
+    uninterrupted = _play(watcher.watch(original), space_a.simulator, total)
+    watcher.verify()
 
     space_b = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
     first = curriculum_factory(config(space_b))

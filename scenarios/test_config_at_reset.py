@@ -11,6 +11,7 @@ import numpy as np
 
 from curriculum import BucketedTaskGenerator, CurriculumConfig, UniformConfig
 from harness.envs import ExactAccountingEnv
+from harness.episodes import TaggedTaskGenerator
 from harness.thresholds import ENV_WRAPPER as LIMITS
 
 
@@ -30,14 +31,18 @@ class _HandedOut:
         return task
 
 
+def _score(returns) -> float:
+    return min(float(sum(returns) / len(returns)) / 10.0, 1.0)
+
+
 def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_factory, curriculum_env_class,
-                                                                 scenario_seed, golden) -> None:
-    generator = BucketedTaskGenerator({}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]},
-                                      label="exact", seed=scenario_seed)
-    curriculum = _HandedOut(curriculum_factory(CurriculumConfig(
-        task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed)))
-    env = curriculum_env_class(ExactAccountingEnv(), curriculum, seed=scenario_seed,
-                               score_fn=lambda returns: min(float(returns.mean()) / 10.0, 1.0))
+                                                                 scenario_seed, golden, oracle) -> None:
+    generator = TaggedTaskGenerator(BucketedTaskGenerator(
+        {}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]}, label="exact", seed=scenario_seed))
+    watcher = oracle(score_fn=_score, context="single env")
+    curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
+        task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))))
+    env = curriculum_env_class(ExactAccountingEnv(), curriculum, seed=scenario_seed, score_fn=_score)
     obs, _ = env.reset(seed=scenario_seed)
     actions = np.zeros(1, dtype=np.int32)
     episodes, steps_in_episode, seen = [], 0, []
@@ -45,7 +50,8 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
     while len(episodes) < LIMITS.episodes:
         running = (float(obs[0][0]), float(obs[0][1]))
         seen.append(running)
-        obs, _, terminals, truncations, _ = env.step(actions)
+        obs, _, terminals, truncations, infos = env.step(actions)
+        watcher.observe(infos)
         steps_in_episode += 1
         if terminals[0] or truncations[0]:
             episodes.append((current, sorted(set(seen)), steps_in_episode))
@@ -60,4 +66,5 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
         assert length == expected[0], (
             f"episode {index} lasted {length} steps, its task's episode_length is {expected[0]:.0f}, seed {scenario_seed}"
         )
+    watcher.verify()
     golden({"episodes": len(episodes), "first_configs": [e[0] for e in episodes[:8]]})

@@ -6,7 +6,9 @@ step, so on a delayed-reward env (first heart after 85 steps) many first episode
 reward, and if the curriculum records them as completions it learns that the task pays
 nothing. The gate checks that episodes are really staggered, that the reward rate of the
 desync mode in use is close to the undesynced one, and that the curriculum is never fed a
-truncated partial episode.
+truncated partial episode. And since a plain time-limit truncation ends a full episode, it
+must be recorded like a terminal one, while a desync cut never is: every episode's ending is
+known from the env's own record, and the accounting oracle checks each one.
 """
 
 from __future__ import annotations
@@ -14,8 +16,11 @@ from __future__ import annotations
 import numpy as np
 import pufferlib.vector
 
-from curriculum import CurriculumConfig, SingleTaskGenerator, UniformConfig
-from harness.envs import ResourceChainEnv
+import pytest
+
+from curriculum import BucketedTaskGenerator, CurriculumConfig, SingleTaskGenerator, UniformConfig
+from harness.envs import ExactAccountingEnv, ResourceChainEnv
+from harness.episodes import ENDED_DESYNC, ENDED_TERMINAL, ENDED_TRUNCATED, TaggedTaskGenerator
 from harness.thresholds import DESYNC as LIMITS
 
 
@@ -25,17 +30,23 @@ def _full_return() -> float:
     return ore * 0.1 + batteries * 0.8 + hearts * 1.0
 
 
-def _run(curriculum_factory, env_class, desync: str, scenario_seed: int) -> dict:
+def _run(curriculum_factory, env_class, desync: str, scenario_seed: int, oracle) -> dict:
     full = _full_return()
-    config = CurriculumConfig(task_generator=SingleTaskGenerator({"max_steps": LIMITS.max_steps}, label="arena"),
-                              algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
-    curriculum = curriculum_factory(config)
+
+    def score(returns) -> float:
+        return min(float(sum(returns) / len(returns)) / full, 1.0)
+
+    config = CurriculumConfig(task_generator=TaggedTaskGenerator(
+        SingleTaskGenerator({"max_steps": LIMITS.max_steps}, label="arena")),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
+    watcher = oracle(score_fn=score, context=f"desync {desync}")
+    curriculum = watcher.watch(curriculum_factory(config))
 
     def make_env(buf=None, seed=0):
         # pufferlib numbers its envs 0..n-1 whatever seed make() gets: mix in the scenario seed
         seed = seed + 1000 * scenario_seed
         env = ResourceChainEnv(max_steps=LIMITS.max_steps, desync=desync, seed=seed, buf=buf)
-        return env_class(env, curriculum, seed=seed, buf=buf, score_fn=lambda returns: min(float(returns.mean()) / full, 1.0))
+        return env_class(env, curriculum, seed=seed, buf=buf, score_fn=score)
 
     vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=LIMITS.workers)
     vecenv.reset(seed=scenario_seed)
@@ -43,7 +54,8 @@ def _run(curriculum_factory, env_class, desync: str, scenario_seed: int) -> dict
     first_end = np.full(LIMITS.workers, -1)
     early_reward = 0.0
     for step in range(LIMITS.rollout_steps):
-        _, rewards, terminals, truncations, _ = vecenv.step(actions)
+        _, rewards, terminals, truncations, infos = vecenv.step(actions)
+        watcher.observe(infos)
         if step < 2 * LIMITS.max_steps:
             early_reward += float(rewards.sum())
         done = terminals | truncations
@@ -56,6 +68,7 @@ def _run(curriculum_factory, env_class, desync: str, scenario_seed: int) -> dict
     scores = [t.mean_score for t in curriculum.active_tasks() if t.num_completions] \
         if hasattr(curriculum, "active_tasks") else []
     vecenv.close()
+    watcher.verify()
     return {
         "first_end": first_end,
         "reward_rate": early_reward / (2 * LIMITS.max_steps * LIMITS.workers),
@@ -67,10 +80,10 @@ def _run(curriculum_factory, env_class, desync: str, scenario_seed: int) -> dict
 
 
 def test_desynced_workers_are_staggered_and_not_starved(curriculum_factory, curriculum_env_class, scenario_seed,
-                                                        check_limit, golden) -> None:
-    none = _run(curriculum_factory, curriculum_env_class, "none", scenario_seed)
-    legacy = _run(curriculum_factory, curriculum_env_class, "legacy", scenario_seed)
-    truncate = _run(curriculum_factory, curriculum_env_class, "truncate", scenario_seed)
+                                                        check_limit, golden, oracle) -> None:
+    none = _run(curriculum_factory, curriculum_env_class, "none", scenario_seed, oracle)
+    legacy = _run(curriculum_factory, curriculum_env_class, "legacy", scenario_seed, oracle)
+    truncate = _run(curriculum_factory, curriculum_env_class, "truncate", scenario_seed, oracle)
     for name, run in (("legacy", legacy), ("truncate", truncate)):
         spread = (run["first_end"].max() - run["first_end"].min()) / LIMITS.max_steps
         limit = LIMITS.min_legacy_spread if name == "legacy" else LIMITS.min_truncate_spread
@@ -99,3 +112,44 @@ def test_desynced_workers_are_staggered_and_not_starved(curriculum_factory, curr
                    "episodes": run["episodes"], "desync_truncations": run["desync_truncations"],
                    "recorded": run["recorded"]}
             for name, run in (("none", none), ("legacy", legacy), ("truncate", truncate))})
+
+
+ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
+
+
+@pytest.mark.parametrize("num_envs", [1, 4])
+def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
+                                                                     scenario_seed, num_envs, oracle, golden) -> None:
+    """Tasks end their episodes by terminals, by a plain time limit or by a desync cut."""
+    generator = TaggedTaskGenerator(BucketedTaskGenerator(
+        {}, {"episode_length": [2, 3, 5], "end": ENDINGS, "reward_per_step": [0.25, 0.5]}, label="cut",
+        seed=scenario_seed))
+    config = CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12,
+                              seed=scenario_seed, score_range=(0.0, 5.0))
+    watcher = oracle(context=f"time limits, {num_envs} env(s)")
+    curriculum = watcher.watch(curriculum_factory(config))
+
+    def make_env(buf=None, seed=0):
+        seed = seed + 1000 * scenario_seed
+        return curriculum_env_class(ExactAccountingEnv(buf=buf, seed=seed), curriculum, seed=seed, buf=buf)
+
+    vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=num_envs)
+    try:
+        vecenv.reset(seed=scenario_seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        for _ in range(LIMITS.time_limit_steps):
+            watcher.observe(vecenv.step(actions)[4])
+    finally:
+        vecenv.close()
+    endings = {end: sum(e.record.ended == end for e in watcher.episodes) for end in ENDINGS}
+    assert all(endings.values()), f"the run must hold every kind of ending, got {endings}, seed {scenario_seed}"
+    stats = curriculum.stats()
+    recorded = stats["total_completions"] + stats["late_completions"]
+    full = endings[ENDED_TERMINAL] + endings[ENDED_TRUNCATED]
+    assert recorded == full, (
+        f"the curriculum recorded {recorded} completions for {endings[ENDED_TERMINAL]} terminal and "
+        f"{endings[ENDED_TRUNCATED]} time-limit-truncated episodes ({endings[ENDED_DESYNC]} desync cuts must not be "
+        f"recorded), {num_envs} env(s), seed {scenario_seed}"
+    )
+    watcher.verify()
+    golden({"endings": endings, "recorded": recorded})

@@ -2,7 +2,10 @@
 
 Real processes update one shared-memory curriculum while another reads its statistics
 lock-free: no update may be lost, no read may see NaN or an out-of-range value, and a worker
-that dies or hangs while holding the lock must not hang the others forever.
+that dies or hangs while holding the lock must not hang the others forever. Every writer
+reports its episodes like a wrapper does, so the accounting oracle checks the final totals and
+per-task numbers against what the writers ran. And a writer that sends bad input must leave
+the lock free: the other writers' next updates go through at once.
 """
 
 from __future__ import annotations
@@ -17,7 +20,16 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from curriculum import CurriculumConfig, LockTimeoutError, SingleTaskGenerator, UniformConfig
+from curriculum import (
+    CurriculumConfig,
+    CurriculumError,
+    LockTimeoutError,
+    SingleTaskGenerator,
+    UniformConfig,
+)
+from curriculum.env import CompletionRecorder
+from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, TaggedTaskGenerator
+from harness.runners import completion_info
 from harness.thresholds import SHARED_TRACKER as LIMITS
 
 CTX = mp.get_context("fork")
@@ -27,21 +39,28 @@ def _shared_curriculum(curriculum_factory, require_capability, seed: int):
     parameters = inspect.signature(curriculum_factory).parameters
     require_capability("shared_memory" in parameters,
                        "this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
-    config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 1}, label="shared"),
+    config = CurriculumConfig(task_generator=TaggedTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
                               algorithm=UniformConfig(), num_active_tasks=LIMITS.pool, seed=seed)
     options = {"lock_timeout": LIMITS.lock_timeout} if "lock_timeout" in parameters else {}
     return curriculum_factory(config, shared_memory=True, **options)
 
 
 def _writer(curriculum, index: int, queue) -> None:
+    """Episodes of one worker, each reported as a wrapper would (for the accounting oracle)."""
     curriculum.reseed(index)
     rng = np.random.default_rng(index)
+    record = CompletionRecorder(curriculum, stats_interval=LIMITS.updates_per_writer).record
     credited: Counter = Counter()
-    for score in rng.random(LIMITS.updates_per_writer).tolist():
+    infos = []
+    for episode, score in enumerate(rng.random(LIMITS.updates_per_writer).tolist()):
         task = curriculum.get_task()
-        if curriculum.update_task_performance(task.task_id, score):
+        info = completion_info(task, score, record)
+        info[EPISODE_RECORD_KEY] = EpisodeRecord(f"writer{index}", episode, dict(task.env_cfg), (score,),
+                                                 ENDED_TERMINAL, 1)
+        infos.append(info)
+        if not info["curriculum_stats/late_completions"]:
             credited[task.task_id] += 1
-    queue.put(dict(credited))
+    queue.put({"credited": dict(credited), "infos": infos})
 
 
 def _reader(curriculum, stop, queue) -> None:
@@ -67,7 +86,7 @@ def _reader(curriculum, stop, queue) -> None:
 
 
 def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_factory, require_capability, scenario_seed,
-                                                                 golden) -> None:
+                                                                 golden, oracle) -> None:
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
     try:
         queue, stop = CTX.Queue(), CTX.Event()
@@ -82,9 +101,11 @@ def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_fac
             process.join(timeout=30)
             assert process.exitcode == 0, f"worker {process.name} exited with {process.exitcode}, seed {scenario_seed}"
         credited: Counter = Counter()
+        watcher = oracle(context=f"{LIMITS.writers} writer processes")
         for result in results:
             if "reads" not in result:
-                credited.update(result)
+                credited.update(result["credited"])
+                watcher.observe(result["infos"])
         read_reports = [r for r in results if "reads" in r]
         expected = LIMITS.writers * LIMITS.updates_per_writer
         tracker = curriculum.tracker
@@ -100,6 +121,7 @@ def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_fac
         )
         for report in read_reports:
             assert not report["bad"], f"a lock-free reader saw corrupt stats: {report['bad']}, seed {scenario_seed}"
+        watcher.verify(curriculum)
         golden({"writers": LIMITS.writers, "updates": expected, "recorded": recorded})
     finally:
         curriculum.close()
@@ -157,6 +179,77 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         assert curriculum.tracker.total_completions == recorded_before + 1, (
             f"completions recorded before the kill were not intact: {curriculum.tracker.total_completions} "
             f"!= {recorded_before} + 1, seed {scenario_seed}"
+        )
+    finally:
+        curriculum.close()
+
+
+BAD_INPUTS = (  # (task id or None for a handed-out one, score): each must be refused by name
+    (None, float("nan")), (None, -0.5), (None, 1.5), (None, "0.5"), (10**9, 0.5), (-3, 0.5), ("1", 0.5),
+)
+
+
+def _bad_then_good(curriculum, index: int, barrier, queue) -> None:
+    """In round r, writer r sends every bad input while the others wait; then the others
+    update, timed, while writer r waits (alive: an exiting process would drop a leaked lock)."""
+    curriculum.reseed(index)
+    refused, waits = [], []
+    for turn in range(LIMITS.writers):
+        if turn == index:
+            for task_id, score in BAD_INPUTS:
+                task = curriculum.get_task()
+                try:
+                    curriculum.update_task_performance(task.task_id if task_id is None else task_id, score)
+                    refused.append(f"accepted {task_id!r}, {score!r}")
+                except CurriculumError as error:
+                    refused.append(type(error).__name__)
+                except Exception as error:  # an unnamed error is itself a finding, reported to the test
+                    refused.append(f"unnamed {type(error).__name__}: {error}")
+        barrier.wait(timeout=60)
+        if turn != index:
+            task = curriculum.get_task()
+            began = time.monotonic()
+            try:
+                curriculum.update_task_performance(task.task_id, 0.5)
+                waits.append(round(time.monotonic() - began, 3))
+            except LockTimeoutError as error:
+                waits.append(f"LockTimeoutError after writer {turn}'s bad input, {time.monotonic() - began:.1f} s: "
+                             f"{error}")
+        barrier.wait(timeout=60)
+    queue.put({"index": index, "refused": refused, "waits": waits})
+
+
+def test_bad_input_from_any_process_leaves_the_lock_free(curriculum_factory, require_capability,
+                                                         scenario_seed) -> None:
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    try:
+        queue, barrier = CTX.Queue(), CTX.Barrier(LIMITS.writers)
+        writers = [CTX.Process(target=_bad_then_good, args=(curriculum, i, barrier, queue))
+                   for i in range(LIMITS.writers)]
+        for process in writers:
+            process.start()
+        results = sorted((queue.get(timeout=120) for _ in writers), key=lambda r: r["index"])
+        for process in writers:
+            process.join(timeout=30)
+        for result in results:
+            unnamed = [r for r in result["refused"] if r.startswith(("unnamed", "accepted"))]
+            assert not unnamed, (
+                f"writer {result['index']}: bad input was not refused with a named curriculum error: {unnamed}, "
+                f"seed {scenario_seed}"
+            )
+            stuck = [w for w in result["waits"] if isinstance(w, str)]
+            assert not stuck, (
+                f"writer {result['index']}: an update right after bad input waited for the lock "
+                f"(lock timeout {LIMITS.lock_timeout} s): {stuck[:3]}; an error path left the lock held, "
+                f"seed {scenario_seed}"
+            )
+        for process in writers:
+            assert process.exitcode == 0, f"writer {process.name} exited with {process.exitcode}, seed {scenario_seed}"
+        stats = curriculum.stats()
+        expected = LIMITS.writers * (LIMITS.writers - 1)
+        assert stats["total_completions"] + stats["late_completions"] == expected, (
+            f"{expected} good updates were made after the bad ones, the curriculum recorded "
+            f"{stats['total_completions'] + stats['late_completions']}, seed {scenario_seed}"
         )
     finally:
         curriculum.close()

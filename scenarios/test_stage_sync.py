@@ -3,10 +3,13 @@
 A staged curriculum runs on N workers (pufferlib Serial and Multiprocessing) under both
 supported designs: shared-memory tracking and centralized tracking. Every stage pays full
 score, so the curriculum advances as soon as `min_episodes` of a stage are recorded; each
-stage has its own episode length, so every episode tells which stage it ran. Checked:
-episodes recorded == episodes run exactly; each threshold crossing advances exactly once;
-no worker starts an episode of a stage the global state has not reached, nor, one vec step
-after an advancement, of the old one; stale-stage episodes are bounded by the worker count.
+stage has its own episode length, so every episode tells which stage it ran, and a pool of
+distinct tasks per stage, so every episode tells which task it ran. Checked: episodes
+recorded == episodes run exactly; each threshold crossing advances exactly once, at the
+completion the staged rule says (the accounting oracle replays it in one process); no worker
+starts an episode of a stage the global state has not reached, nor, one vec step after an
+advancement, of the old one; stale-stage episodes are bounded by the worker count; every
+reported number matches the episodes (the accounting oracle).
 """
 
 from __future__ import annotations
@@ -16,22 +19,25 @@ import inspect
 import numpy as np
 import pytest
 
-from curriculum import CurriculumConfig, SingleTaskGenerator, Stage, StagedProgressionConfig
+from curriculum import BucketedTaskGenerator, CurriculumConfig, Stage, StagedProgressionConfig
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv
+from harness.episodes import TaggedTaskGenerator
+from harness.protocol import missing_capabilities
 from harness.thresholds import STAGE_SYNC as LIMITS
 
 LENGTH_TO_STAGE = {length: stage for stage, length in enumerate(LIMITS.stage_episode_lengths)}
 
 
-def _config(seed: int) -> CurriculumConfig:
-    stages = [Stage(f"stage_{i}", SingleTaskGenerator({"episode_length": length, "reward_per_step": 1.0},
-                                                       label=f"stage_{i}"))
-              for i, length in enumerate(LIMITS.stage_episode_lengths)]
+def staged_config(seed: int) -> CurriculumConfig:
+    """One stage per episode length, each with several distinct paying tasks."""
+    stages = [Stage(f"stage_{i}", TaggedTaskGenerator(BucketedTaskGenerator(
+        {"episode_length": length}, {"reward_per_step": [0.25, 0.5, 1.0]}, label=f"stage_{i}", seed=seed)))
+        for i, length in enumerate(LIMITS.stage_episode_lengths)]
     return CurriculumConfig(
         algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=LIMITS.advancement_threshold,
                                           min_episodes=LIMITS.min_episodes, window=LIMITS.window),
-        num_active_tasks=4, seed=seed,
+        num_active_tasks=LIMITS.pool, seed=seed,
     )
 
 
@@ -39,24 +45,33 @@ def _make_env(buf=None, seed=0):
     return ExactAccountingEnv(buf=buf, seed=seed)
 
 
-def _score(returns: np.ndarray) -> float:
-    return 1.0  # every completed episode of every stage is a success
+def full_score(returns) -> float:
+    """Every completed episode of every stage is a success."""
+    return 1.0
 
 
 @pytest.mark.parametrize("tracking", ["shared", "centralized"])
 @pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
 def test_workers_agree_on_the_stage_and_record_every_episode_once(
-    curriculum_factory, require_capability, scenario_seed, backend, tracking, check_limit, golden
+    curriculum_factory, require_capability, scenario_seed, backend, tracking, check_limit, golden, oracle
 ) -> None:
     options = {}
     if tracking == "shared":
         require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                            "this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
         options["shared_memory"] = True
-    curriculum = curriculum_factory(_config(scenario_seed), **options)
+    curriculum = curriculum_factory(staged_config(scenario_seed), **options)
+    needed = ("stage",) + (("sync_state", "apply_sync_state") if tracking == "centralized" else ())
+    lacking = [name for name in needed if getattr(curriculum, name, None) is None] + \
+        missing_capabilities(curriculum, needed[1:])
+    require_capability(not lacking, f"{tracking} stage sync needs a staged curriculum with {lacking}")
+    context = f"{backend}/{tracking}"
+    watcher = oracle(score_fn=full_score, context=context)
+    in_process = backend == "Serial"
+    target = watcher.watch(curriculum) if in_process else curriculum
     vec_options = {"num_workers": LIMITS.num_workers, "overwork": True} if backend == "Multiprocessing" else {}
-    vecenv = make_curriculum_vecenv(_make_env, curriculum, backend=backend, tracking=tracking,
-                                    num_envs=LIMITS.num_envs, seed=scenario_seed, score_fn=_score, **vec_options)
+    vecenv = make_curriculum_vecenv(_make_env, target, backend=backend, tracking=tracking,
+                                    num_envs=LIMITS.num_envs, seed=scenario_seed, score_fn=full_score, **vec_options)
     try:
         obs, _ = vecenv.reset(seed=scenario_seed)
         actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
@@ -66,6 +81,7 @@ def test_workers_agree_on_the_stage_and_record_every_episode_once(
         running_stage = [LENGTH_TO_STAGE[int(o[0])] for o in obs.reshape(LIMITS.num_envs, -1)]
         for step in range(1, LIMITS.vec_steps + 1):
             obs, rewards, terminals, truncations, infos = vecenv.step(actions)
+            watcher.observe(infos)
             stage_now = curriculum.stage
             stage_history.append(stage_now)
             done = np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)
@@ -82,30 +98,38 @@ def test_workers_agree_on_the_stage_and_record_every_episode_once(
                 lagged_from = stage_history[max(step - LIMITS.max_stage_lag_vec_steps, 0)]
                 if new_stage < lagged_from:
                     stale_starts.append((step, env_index, new_stage, lagged_from))
+        records = len(watcher.episodes)
+        assert records == episodes_run, (
+            f"{context}: {episodes_run} episodes ended (done flags) but the envs reported {records}, "
+            f"seed {scenario_seed}"
+        )
         stats = curriculum.stats()
         recorded = stats["total_completions"] + stats["late_completions"]
         assert recorded == episodes_run, (
-            f"{backend}/{tracking}: the curriculum recorded {recorded} episodes but {episodes_run} were run "
+            f"{context}: the curriculum recorded {recorded} episodes but {episodes_run} were run "
             f"({LIMITS.num_envs} envs, {LIMITS.vec_steps} vec steps), seed {scenario_seed}"
         )
         last = len(LIMITS.stage_episode_lengths) - 1
         assert stats["stage"] == last and stats["advancements"] == last and stats["regressions"] == 0, (
-            f"{backend}/{tracking}: expected exactly {last} advancements to stage {last}, got stage {stats['stage']} "
+            f"{context}: expected exactly {last} advancements to stage {last}, got stage {stats['stage']} "
             f"after {stats['advancements']} advancements and {stats['regressions']} regressions, seed {scenario_seed}"
         )
         assert not ahead, (
-            f"{backend}/{tracking}: workers started episodes of stages the curriculum had not reached "
+            f"{context}: workers started episodes of stages the curriculum had not reached "
             f"(vec step, env, episode stage, global stage): {ahead[:5]}, seed {scenario_seed}"
         )
         assert not stale_starts, (
-            f"{backend}/{tracking}: workers started old-stage episodes more than {LIMITS.max_stage_lag_vec_steps} vec "
+            f"{context}: workers started old-stage episodes more than {LIMITS.max_stage_lag_vec_steps} vec "
             f"step(s) after an advancement (vec step, env, episode stage, stage then): {stale_starts[:5]}, "
             f"seed {scenario_seed}"
         )
         check_limit(f"{tracking}_stale_stage_episodes", stale_ends, LIMITS.num_envs * last, fmt=".0f",
-                    what=f"{backend}/{tracking}: episodes that ended after an advancement but ran the old stage:")
+                    what=f"{context}: episodes that ended after an advancement but ran the old stage:")
+        labels = [e.record.label for e in watcher.episodes]
+        watcher.verify(curriculum)
         golden({"episodes": episodes_run, "recorded": recorded, "stage": stats["stage"],
-                "advancements": stats["advancements"], "stale_stage_episodes": stale_ends})
+                "advancements": stats["advancements"], "stale_stage_episodes": stale_ends,
+                "episodes_per_stage": {label: labels.count(label) for label in sorted(set(labels))}})
     finally:
         vecenv.close()
         curriculum.close()

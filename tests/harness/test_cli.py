@@ -189,6 +189,7 @@ def test_run_executes_one_scenario_with_a_seed_and_plots_its_runs(
 ) -> None:
     (tmp_path / "scenarios").mkdir()
     (tmp_path / "scenarios" / "test_dummy.py").write_text(textwrap.dedent(DUMMY_SCENARIO))
+    (tmp_path / "scenarios" / "conftest.py").write_text("from harness.fixtures import *  # noqa\n")
     monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
     code = main(["run", "dummy", "--seed", "2", "--out", str(out), "--plot", "--", "-q", "-s", "-p", "no:xdist"])

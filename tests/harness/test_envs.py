@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -13,6 +14,7 @@ import pufferlib.vector
 import pytest
 
 from harness.envs import ExactAccountingEnv, ResourceChainEnv, TaskDependencyEnv
+from harness.episodes import EPISODE_RECORD_KEY, EpisodeRecord
 from harness.simulator import TaskDependencySimulator
 
 NOOP = np.zeros(1, dtype=np.int32)
@@ -91,7 +93,7 @@ def test_step_without_a_running_episode_raises(make_env: Callable[[], Any]) -> N
     ("make_env", "keys"),
     [
         (TaskDependencyEnv, "('task_index',)"),
-        (ExactAccountingEnv, "('reward_per_step', 'episode_length')"),
+        (ExactAccountingEnv, "('reward_per_step', 'episode_length', 'end')"),
         (ResourceChainEnv, "('max_steps', 'ore_reward', 'battery_reward', 'heart_reward')"),
     ],
 )
@@ -110,8 +112,9 @@ def test_task_dependency_env_rewards_come_from_its_simulator() -> None:
     twin = TaskDependencySimulator(4, seed=3, edges=[])
     env.set_env_config({"task_index": 2, "label": "task_2"})
     rewards, infos, terminal, truncated = run_episode(env)
-    expected = [twin.sample_task(2) / 5 for _ in range(5)]
-    assert rewards == pytest.approx(expected, rel=1e-6)  # float32 reward buffer
+    grid = 2.0**20  # multi-step episodes pay multiples of 2**-20: exact in the float32 reward buffer
+    expected = [math.floor(twin.sample_task(2) / 5 * grid) / grid for _ in range(5)]
+    assert rewards == expected
     assert (terminal, truncated) == (True, False)
     info = infos[0]["task_dependency"]
     assert info["task_index"] == 2
@@ -200,12 +203,67 @@ def test_task_dependency_env_under_serial_shares_one_student() -> None:
 # ---------------------------------------------------------------- ExactAccountingEnv
 def test_exact_accounting_env_totals() -> None:
     env = ExactAccountingEnv(reward_per_step=0.25, episode_length=4)
-    for _ in range(3):
+    for episode in range(3):
         rewards, infos, terminal, truncated = run_episode(env)
         assert rewards == [0.25] * 4
-        assert infos == [{"exact_accounting": {"episode_return": 1.0, "episode_length": 4}}]
+        (info,) = infos
+        record = info.pop(EPISODE_RECORD_KEY)
+        assert info == {"exact_accounting": {"episode_return": 1.0, "episode_length": 4}}
         assert (terminal, truncated) == (True, False)
+        assert (record.env, record.index, record.returns, record.ended, record.steps) == (
+            env.name, episode, (1.0,), "terminal", 4)
+        assert record.config == {"reward_per_step": [0.25], "episode_length": [4], "end": "terminal"}
     assert (env.episodes_completed, env.steps_taken, env.total_reward) == (3, 12, 3.0)
+
+
+def test_episode_records_carry_the_task_metadata_of_the_config_that_ran() -> None:
+    env = ExactAccountingEnv(episode_length=2)
+    env.set_env_config({"episode_length": 3, "task_tag": 17, "label": "long"})
+    _, infos, _, _ = run_episode(env)
+    record = infos[0][EPISODE_RECORD_KEY]
+    assert (record.tag, record.label, record.steps, record.config["episode_length"]) == (17, "long", 3, [3])
+    _, infos, _, _ = run_episode(env)  # no new config: the same task again
+    assert (infos[0][EPISODE_RECORD_KEY].tag, infos[0][EPISODE_RECORD_KEY].index) == (17, 1)
+
+
+@pytest.mark.parametrize("done_flags", ["hold", "pulse"])
+def test_exact_accounting_agents_end_at_their_own_steps(done_flags: str) -> None:
+    env = ExactAccountingEnv(num_agents=3, reward_per_step=[1.0, 0.5, 0.25], episode_length=[2, 4, 3],
+                             done_flags=done_flags)
+    env.reset()
+    flags, paid = [], []
+    for _ in range(4):
+        _, rewards, terminals, truncations, infos = env.step(np.zeros(3, dtype=np.int32))
+        flags.append(terminals.tolist())
+        paid.append(rewards.tolist())
+        assert not truncations.any()
+    assert paid == [[1.0, 0.5, 0.25], [1.0, 0.5, 0.25], [0.0, 0.5, 0.25], [0.0, 0.5, 0.0]]
+    if done_flags == "hold":
+        assert flags == [[False] * 3, [True, False, False], [True, False, True], [True, True, True]]
+    else:
+        assert flags == [[False] * 3, [True, False, False], [False, False, True], [False, True, False]]
+    record = infos[0][EPISODE_RECORD_KEY]
+    assert (record.returns, record.steps, record.ended) == ((2.0, 2.0, 0.75), 4, "terminal")
+    assert env.total_reward == 4.75
+
+
+@pytest.mark.parametrize(("end", "desync"), [("truncated", False), ("desync", True)])
+def test_exact_accounting_truncated_ends(end: str, desync: bool) -> None:
+    env = ExactAccountingEnv(episode_length=2, end=end)
+    _, infos, terminal, truncated = run_episode(env)
+    assert (terminal, truncated) == (False, True)
+    assert infos[0][EPISODE_RECORD_KEY].ended == end
+    assert infos[0]["exact_accounting"].get("truncated_by_desync", False) is desync
+
+
+def test_exact_accounting_refuses_per_agent_settings_of_the_wrong_size() -> None:
+    env = ExactAccountingEnv(num_agents=2)
+    message = "Expected env config key 'episode_length' to hold one value per agent (2), received [1, 2, 3]"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.set_env_config({"episode_length": [1, 2, 3]})
+    message = "Expected env config key 'end' to be one of ('terminal', 'truncated', 'desync'), received 'late'"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.set_env_config({"end": "late"})
 
 
 def test_exact_accounting_env_applies_config_only_at_reset() -> None:

@@ -18,9 +18,9 @@ from harness.faults import CANARIES
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("module", sorted(CANARIES))
-def test_suite_fails_on_its_canary(module: str) -> None:
-    option, spec = CANARIES[module]
+@pytest.mark.parametrize(("module", "option", "spec"),
+                         [(module, option, spec) for module in sorted(CANARIES) for option, spec in CANARIES[module]])
+def test_suite_fails_on_its_canary(module: str, option: str, spec: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", f"scenarios/{module}.py", f"{option}={spec}", "-p", "no:xdist",
          "-p", "no:randomly", "-q", "-x", "--no-header"],

@@ -1,0 +1,757 @@
+"""The accounting oracle: every number a curriculum run reports, recomputed from what really ran.
+
+Scenarios check behaviours; the oracle checks arithmetic, always. It keeps its own log of the
+run, from sources independent of the code under test, and recomputes from it, with a
+deliberately simple reference implementation (plain loops, the formulas written out, nothing
+imported from `curriculum`), every number the curriculum and the stats pipeline report:
+
+- The env side: every harness env reports an `EpisodeRecord` (config run, per-agent returns,
+  how it ended) at each episode's end (`harness.episodes`). `observe(infos)` pairs each record
+  with what the wrapper reported for that episode in the same info dict and checks it: one
+  episode, the label of the config that ran, the score the returns give (`score_fn`, default
+  the mean over agents), a completion for full episodes (time-limit truncations included) and
+  none for desync cuts, and one task id per task config and back.
+- The pipeline: `epoch(metrics)` recomputes the epoch's `metric/*`, `overview/*` and
+  `env_*` metrics from the raw info dicts observed since the previous epoch (counters summed,
+  gauges averaged, identifiers dropped, Gini and entropy of the per-label samples) and from the
+  env records (episodes, completions, desync cuts, per-label counts, mean score).
+- The curriculum side: `watch(curriculum)` returns a recording stand-in for the curriculum
+  under test (same methods; use it in place of the curriculum in one process). It logs every
+  hand-out and every update, observes the pool after each call, and checks on the spot: a late
+  completion only for a task that left the pool, per-task completion counts, mean and last
+  scores against the credited updates, a new task starting from nothing (eviction
+  bookkeeping), ids never coming back, the stage against a replay of the staged-progression
+  rule, and at every `stats()` call its totals, Gini coefficients, entropy and per-label
+  numbers against the reference computed from the oracle's own counts and the pool it sees.
+- `verify(curriculum)` ends the run: unpaired records or reports, the order and values of the
+  updates against the episodes that produced them (single process), and the curriculum's
+  final totals and per-task numbers against the episodes' (any number of processes).
+
+Mismatches name the metric, the oracle's value, the reported value, where, and the seed.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+from collections import Counter, defaultdict, deque
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from harness.episodes import ENDED_DESYNC, EPISODE_RECORD_KEY, METADATA_KEYS, EpisodeRecord
+
+__all__ = [
+    "AccountingOracle",
+    "OracleMismatch",
+    "WatchedCurriculum",
+    "reference_gini",
+    "reference_entropy",
+    "mean_return",
+    "DRAW_TEST_Z",
+]
+
+# The metric names of the stats pipeline, written out here on purpose: the oracle is the
+# specification the pipeline is checked against, so it shares no constant with it.
+_GROUP: Final = "curriculum_stats"
+_EPISODES: Final = f"{_GROUP}/episodes"
+_COMPLETIONS: Final = f"{_GROUP}/completions"
+_LATE: Final = f"{_GROUP}/late_completions"
+_DESYNC: Final = f"{_GROUP}/desync_truncations"
+_SCORE: Final = f"{_GROUP}/score"
+_TASK_ID: Final = f"{_GROUP}/task_id"
+_STAGE: Final = f"{_GROUP}/stage"
+_SAMPLES: Final = f"{_GROUP}/per_label_samples/"
+_LABEL_COMPLETIONS: Final = f"{_GROUP}/per_label_completions/"
+_LABEL_LP: Final = f"{_GROUP}/per_label_lp_scores/"
+_COUNTER_PARTS: Final = frozenset({"per_label_samples", "per_label_completions", "episodes", "completions",
+                                   "late_completions", "desync_truncations"})
+_IDENTIFIER_PARTS: Final = frozenset({"task_id"})
+_OVERVIEW: Final = {
+    "overview/reward": _SCORE,
+    "overview/episodes": _EPISODES,
+    "overview/completions": _COMPLETIONS,
+    "overview/late_completions": _LATE,
+    "overview/desync_truncations": _DESYNC,
+    "overview/sampling_entropy_normalized": f"{_GROUP}/sampling_entropy",
+    "overview/stage": _STAGE,
+}
+#: Per-episode keys of a wrapper's report; any other `curriculum_stats/` key is a pool report.
+_EPISODE_PARTS: Final = ("episodes", "completions", "late_completions", "desync_truncations", "score", "task_id",
+                         "stage", "per_label_samples", "per_label_completions", "per_label_lp_scores")
+#: `Curriculum.stats()` keys renamed in the infos, so pool totals do not collide with episode counters.
+_POOL_RENAMES: Final = {"late_completions": "total_late_completions", "evictions": "total_evictions",
+                        "per_label_lp_scores": "pool_per_label_lp_scores"}
+
+_MAX_LISTED: Final = 25
+DRAW_TEST_Z: Final = 6.0
+"""z-score of the draw test's chi-square above which hand-outs contradict the reported
+distribution (one-sided normal tail at 6: about 1e-9)."""
+_MIN_DRAWS_TESTED: Final = 200
+
+
+class OracleMismatch(AssertionError):
+    """Reported numbers disagree with the oracle's recomputation; the message lists each one."""
+
+
+# ---------------------------------------------------------------------------------- references
+def reference_gini(values: Iterable[float]) -> float:
+    """Gini coefficient as the mean absolute difference over twice the mean (negatives as 0)."""
+    x = [max(float(v), 0.0) for v in values]
+    n = len(x)
+    total = sum(x)
+    if n == 0 or total <= 0.0 or not math.isfinite(total):
+        return 0.0
+    differences = 0.0
+    for a in x:
+        for b in x:
+            differences += abs(a - b)
+    return differences / (2.0 * n * total)
+
+
+def reference_entropy(values: Iterable[float]) -> float:
+    """Shannon entropy of the normalised values divided by log(n); 0 for n <= 1 or all zeros."""
+    x = [max(float(v), 0.0) for v in values]
+    n = len(x)
+    total = sum(x)
+    if n <= 1 or total <= 0.0 or not math.isfinite(total):
+        return 0.0
+    entropy = 0.0
+    for v in x:
+        if v > 0.0:
+            p = v / total
+            entropy -= p * math.log(p)
+    return entropy / math.log(n)
+
+
+def mean_return(returns: Sequence[float]) -> float:
+    """The default episode score: the mean of the agents' returns."""
+    return sum(returns) / len(returns)
+
+
+def _number(value: Any) -> float | None:
+    """A plain number from an info value, as the pipeline counts it (lists and arrays by their mean)."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)):
+        return float(value)
+    if hasattr(value, "dtype") and hasattr(value, "tolist"):  # numpy scalars and arrays
+        value = value.tolist()
+        if isinstance(value, (bool, int, float)):
+            return float(value)
+    if isinstance(value, (list, tuple)) and value and all(_number(v) is not None for v in value):
+        return sum(_number(v) for v in value) / len(value)  # type: ignore[misc]
+    return None
+
+
+def _flatten(info: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in info.items():
+        if isinstance(value, Mapping):
+            out.update(_flatten(value, f"{prefix}{key}/"))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _is_counter(key: str) -> bool:
+    return any(part in _COUNTER_PARTS for part in key.split("/"))
+
+
+def _close(a: float, b: float, *, tolerance: float) -> bool:
+    return math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
+
+
+# ---------------------------------------------------------------------------------- episodes
+@dataclass
+class _Episode:
+    record: EpisodeRecord
+    claims: dict[str, Any]
+    score: float | None
+    """The reference score (None for a desync cut)."""
+
+    @property
+    def desync(self) -> bool:
+        return self.record.ended == ENDED_DESYNC
+
+    @property
+    def task_id(self) -> Any:
+        return self.claims.get(_TASK_ID)
+
+    @property
+    def late(self) -> bool:
+        return bool(self.claims.get(_LATE, 0))
+
+    def where(self) -> str:
+        r = self.record
+        return f"episode {r.index} of env {r.env} (task tag {r.tag}, label {r.label!r})"
+
+
+@dataclass
+class _StagedReference:
+    """The staged-progression rule replayed on the credited completions (single process)."""
+
+    stage_of_label: dict[str, int]
+    threshold: float
+    regression: float | None
+    min_episodes: int
+    window: int
+    last: int
+    stage: int = 0
+    episodes: int = 0
+    scores: deque = field(default_factory=deque)
+    advancements: int = 0
+    regressions: int = 0
+
+    @classmethod
+    def from_config(cls, algorithm: Any) -> _StagedReference:
+        labels = {}
+        for index, stage in enumerate(algorithm.stages):
+            for label in stage.task_generator.labels:
+                labels.setdefault(label, index)
+        return cls(labels, algorithm.advancement_threshold, algorithm.regression_threshold,
+                   algorithm.min_episodes, algorithm.window, len(algorithm.stages) - 1)
+
+    def credit(self, label: str, score: float) -> None:
+        if self.stage_of_label.get(label) != self.stage:
+            return  # a previous-stage task (mixed slots) does not count towards this stage
+        self.episodes += 1
+        self.scores.append(score)
+        if len(self.scores) > self.window:
+            self.scores.popleft()
+        if self.episodes < self.min_episodes:
+            return
+        mean = sum(self.scores) / len(self.scores)
+        if self.stage < self.last and mean >= self.threshold:
+            self._move(+1)
+            self.advancements += 1
+        elif self.regression is not None and self.stage > 0 and mean < self.regression:
+            self._move(-1)
+            self.regressions += 1
+
+    def _move(self, step: int) -> None:
+        self.stage += step
+        self.episodes = 0
+        self.scores.clear()
+
+    def stats(self) -> dict[str, float]:
+        return {"stage": self.stage, "stage_changes": self.advancements + self.regressions,
+                "stage_episodes": self.episodes, "advancements": self.advancements, "regressions": self.regressions,
+                "stage_window_mean": sum(self.scores) / len(self.scores) if self.scores else 0.0}
+
+
+# ---------------------------------------------------------------------------------- oracle
+class AccountingOracle:
+    """Recomputes a run's numbers from an independent log and collects every disagreement.
+
+    Args:
+        seed: named in every mismatch message.
+        score_fn: the reference score of an episode from its per-agent returns (default: mean).
+        context: a short tag for messages (e.g. "Serial/shared").
+        tolerance: relative and absolute tolerance for floats (counts are compared exactly).
+    """
+
+    def __init__(self, *, seed: int, score_fn: Callable[[Sequence[float]], float] | None = None,
+                 context: str = "", tolerance: float = 1e-9) -> None:
+        self.seed = seed
+        self.score_fn = score_fn if score_fn is not None else mean_return
+        self.context = context
+        self.tolerance = tolerance
+        self.verified = False
+        self.mismatches: list[str] = []
+        self.episodes: list[_Episode] = []
+        """Every paired episode, in the order observed."""
+        self._epoch_infos: list[dict[str, Any]] = []
+        self._epoch_episodes: list[_Episode] = []
+        self._epochs = 0
+        self._unpaired: list[EpisodeRecord] = []
+        self._tag_of_id: dict[Any, Any] = {}
+        self._id_of_tag: dict[Any, Any] = {}
+        self._config_of_tag: dict[Any, dict[str, Any]] = {}
+        self._watched: WatchedCurriculum | None = None
+        self.pool_reports: list[dict[str, Any]] = []
+        """Pool-wide numbers reported in the infos (`curriculum_stats/<key>` without the group), in order."""
+
+    # ---- reporting ---------------------------------------------------------------------------
+    def mismatch(self, message: str) -> None:
+        """Record one disagreement (the run goes on; `verify` raises with all of them)."""
+        self.mismatches.append(message)
+
+    def _compare(self, what: str, oracle: Any, reported: Any, where: str, *, exact: bool = False) -> None:
+        """Counts compare exactly (`exact`), other numbers within the tolerance."""
+        if reported is None:
+            self.mismatch(f"{what} {where}: oracle {oracle!r}, reported nothing")
+            return
+        if exact:
+            ok = reported == oracle
+        else:
+            try:
+                ok = _close(float(oracle), float(reported), tolerance=self.tolerance)
+            except (TypeError, ValueError):
+                ok = False
+        if not ok:
+            self.mismatch(f"{what} {where}: oracle {oracle!r}, reported {reported!r}")
+
+    # ---- the env side ------------------------------------------------------------------------
+    def observe(self, infos: Iterable[Any] | Mapping[str, Any]) -> None:
+        """Take one step's infos (a vec step's list, or one dict): pair and check its episodes."""
+        dicts = [infos] if isinstance(infos, Mapping) else list(infos)
+        for info in dicts:
+            if not isinstance(info, Mapping):
+                continue
+            flat = _flatten({k: v for k, v in info.items() if k != EPISODE_RECORD_KEY})
+            self._epoch_infos.append(flat)
+            record = info.get(EPISODE_RECORD_KEY)
+            claims = {k: v for k, v in flat.items() if k.startswith(f"{_GROUP}/")}
+            pool = {k[len(_GROUP) + 1:]: v for k, v in claims.items()
+                    if k[len(_GROUP) + 1:].split("/", 1)[0] not in _EPISODE_PARTS}
+            if pool:
+                self.pool_reports.append(pool)
+            if record is not None:
+                self._unpaired.append(record)
+            if _EPISODES in claims:
+                if not self._unpaired:
+                    self.mismatch(f"the wrapper reported an episode (task id {claims.get(_TASK_ID)!r}) that no env ran "
+                                  f"(info keys {sorted(claims)})")
+                    continue
+                self._add_episode(self._unpaired.pop(0), claims)
+        for record in self._unpaired:
+            self.mismatch(f"episode {record.index} of env {record.env} (task tag {record.tag}) ended but the wrapper "
+                          "reported no episode for it")
+        self._unpaired.clear()
+
+    def _add_episode(self, record: EpisodeRecord, claims: dict[str, Any]) -> None:
+        score = None if record.ended == ENDED_DESYNC else float(self.score_fn(record.returns))
+        episode = _Episode(record, claims, score)
+        self.episodes.append(episode)
+        self._epoch_episodes.append(episode)
+        where = episode.where()
+        self._compare("episodes reported for", 1, claims.get(_EPISODES), where, exact=True)
+        labels = {k[len(_SAMPLES):]: v for k, v in claims.items() if k.startswith(_SAMPLES)}
+        if record.label is not None and labels != {record.label: 1}:
+            self.mismatch(f"per_label_samples for {where}: oracle {{{record.label!r}: 1}}, reported {labels}")
+        self._compare("desync_truncations for", int(episode.desync), claims.get(_DESYNC), where, exact=True)
+        completions = claims.get(_COMPLETIONS, 0)
+        if episode.desync:
+            if completions or _SCORE in claims:
+                self.mismatch(f"a desync-truncated partial episode was fed to the curriculum: {where} reported "
+                              f"completions={completions!r}, score={claims.get(_SCORE)!r}")
+        else:
+            if completions != 1 or _SCORE not in claims:
+                self.mismatch(f"a full episode ({record.ended}) was not recorded as a completion: {where} reported "
+                              f"completions={completions!r}, score={claims.get(_SCORE)!r}")
+            else:
+                self._compare("score of", score, claims.get(_SCORE), f"{where} (returns {list(record.returns)})")
+            label_completions = {k[len(_LABEL_COMPLETIONS):]: v for k, v in claims.items()
+                                 if k.startswith(_LABEL_COMPLETIONS)}
+            if record.label is not None and completions == 1 and label_completions != {record.label: 1}:
+                self.mismatch(f"per_label_completions for {where}: oracle {{{record.label!r}: 1}}, "
+                              f"reported {label_completions}")
+            if claims.get(_LATE, 0) not in (0, 1):
+                self.mismatch(f"late_completions for {where}: expected 0 or 1, reported {claims.get(_LATE)!r}")
+        task_id, tag = claims.get(_TASK_ID), record.tag
+        if tag is not None:
+            config = {k: v for k, v in record.config.items() if k not in METADATA_KEYS}
+            known_config = self._config_of_tag.setdefault(tag, config)
+            if known_config != config:
+                self.mismatch(f"the task of tag {tag} ran with config {config} in {where}, but earlier with "
+                              f"{known_config}: a task's config must be a function of its id")
+        if task_id is not None and tag is not None:
+            known_tag = self._tag_of_id.setdefault(task_id, tag)
+            known_id = self._id_of_tag.setdefault(tag, task_id)
+            if known_tag != tag:
+                self.mismatch(f"task id {task_id} was reported for {where}, but earlier for the config of task tag "
+                              f"{known_tag}: an episode was credited to the wrong task")
+            elif known_id != task_id:
+                self.mismatch(f"the config of task tag {tag} ran as task id {task_id} in {where}, but earlier as task "
+                              f"id {known_id}: one task config, two ids")
+
+    # ---- the pipeline ------------------------------------------------------------------------
+    def epoch(self, metrics: Mapping[str, Any], *, agent_step: int | None = None,
+              ignore: Callable[[str], bool] | None = None) -> None:
+        """Check one epoch's metrics against the infos and episodes observed since the last one.
+
+        `agent_step` is the value `metric/agent_step` must have (default: every episode observed
+        so far, the harness runners' meaning); `ignore(key)` skips metrics the caller added.
+        """
+        epoch = self._epochs
+        where = f"in epoch {epoch}"
+        reference = self._reference_metrics(self._epoch_infos)
+        expected_step = agent_step if agent_step is not None else len(self.episodes)
+        reference["metric/agent_step"] = expected_step
+        reference["metric/epoch"] = epoch
+        skip = ignore or (lambda key: False)
+        for key in sorted(set(reference) | set(metrics)):
+            if skip(key) or key.startswith("losses/"):
+                continue
+            if key not in metrics:
+                self.mismatch(f"{key} {where}: oracle {reference[key]!r}, reported nothing")
+            elif key not in reference:
+                self.mismatch(f"{key} {where}: reported {metrics[key]!r}, but no info of the epoch holds it")
+            else:
+                self._compare(key, reference[key], metrics[key], where, exact=_is_counter(key) or key.startswith("metric/"))
+        self._check_epoch_episodes(metrics, where)
+        self._epoch_infos = []
+        self._epoch_episodes = []
+        self._epochs += 1
+
+    def _reference_metrics(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
+        values: dict[str, list[float]] = defaultdict(list)
+        for flat in infos:
+            for key, raw in flat.items():
+                number = _number(raw)
+                if number is not None:
+                    values[key].append(number)
+        reduced: dict[str, float] = {}
+        for key, seen in values.items():
+            if key.rsplit("/", 1)[-1] in _IDENTIFIER_PARTS:
+                continue
+            reduced[key] = sum(seen) if _is_counter(key) else math.fsum(seen) / len(seen)
+        out: dict[str, Any] = {f"env_{key}": value for key, value in reduced.items()}
+        for name, key in _OVERVIEW.items():
+            if key in reduced:
+                out[name] = reduced[key]
+        samples = [value for key, value in sorted(reduced.items()) if key.startswith(_SAMPLES)]
+        if samples:
+            out["overview/label_sampling_gini"] = reference_gini(samples)
+            out["overview/label_sampling_entropy"] = reference_entropy(samples)
+        return out
+
+    def _check_epoch_episodes(self, metrics: Mapping[str, Any], where: str) -> None:
+        episodes = self._epoch_episodes
+        full = [e for e in episodes if not e.desync]
+        truth = {
+            "episodes": len(episodes),
+            "desync_truncations": len(episodes) - len(full),
+            "completions": len(full),
+        }
+        for name, value in truth.items():
+            reported = metrics.get(f"env_{_GROUP}/{name}", 0 if value == 0 else None)
+            self._compare(f"{name} (env records)", value, reported, where, exact=True)
+        if full:
+            self._compare("mean score (env records)", math.fsum(e.score for e in full) / len(full),
+                          metrics.get(f"env_{_SCORE}"), where)
+        by_label = Counter(e.record.label for e in episodes if e.record.label is not None)
+        for label, count in by_label.items():
+            self._compare(f"per_label_samples/{label} (env records)", count,
+                          metrics.get(f"env_{_SAMPLES}{label}"), where, exact=True)
+
+    # ---- the curriculum side -----------------------------------------------------------------
+    def watch(self, curriculum: Any) -> WatchedCurriculum:
+        """A recording stand-in for `curriculum` (use it in its place, in this process)."""
+        if self._watched is not None:
+            raise ValueError("Expected one curriculum per oracle, but this oracle already watches one")
+        self._watched = WatchedCurriculum(curriculum, self)
+        return self._watched
+
+    # ---- the end -----------------------------------------------------------------------------
+    def verify(self, curriculum: Any = None) -> None:
+        """Final checks (see the module docstring); raises `OracleMismatch` listing every disagreement.
+
+        `curriculum` (the one the episodes were recorded into; default the watched one) is
+        checked against the episodes' totals; pass it for runs whose wrappers recorded in
+        other processes.
+        """
+        self.verified = True
+        watched = self._watched
+        if watched is not None:
+            watched._finish()
+            self._match_pool_reports(watched.stats_results)
+        target = curriculum if curriculum is not None else (watched.inner if watched is not None else None)
+        if target is not None and self.episodes:
+            self._check_final_state(target, watched)
+        if self.mismatches:
+            listed = self.mismatches[:_MAX_LISTED]
+            more = len(self.mismatches) - len(listed)
+            context = f" [{self.context}]" if self.context else ""
+            raise OracleMismatch(
+                f"accounting oracle{context}, seed {self.seed}: {len(self.mismatches)} reported number(s) disagree "
+                "with what ran:\n- " + "\n- ".join(listed) + (f"\n- ... and {more} more" if more else "")
+            )
+
+    def _match_pool_reports(self, results: list[dict[str, Any]]) -> None:
+        """Each pool report in the infos must be one of the (checked) `stats()` results, in order."""
+        position = 0
+        for index, report in enumerate(self.pool_reports):
+            numbers = {k: v for k, v in report.items() if _number(v) is not None}
+            while position < len(results) and not _same_numbers(numbers, results[position], self.tolerance):
+                position += 1
+            if position == len(results):
+                self.mismatch(f"pool report {index} in the infos ({numbers}) matches no stats() result of the "
+                              "curriculum at or after the previous report")
+                return
+            position += 1
+
+    def _check_final_state(self, curriculum: Any, watched: WatchedCurriculum | None) -> None:
+        full = [e for e in self.episodes if not e.desync]
+        if watched is not None:
+            # one process: the updates must be exactly the full episodes, in order
+            updates = watched.updates
+            if len(updates) != len(full):
+                self.mismatch(f"update_task_performance was called {len(updates)} times for {len(full)} full episodes")
+            for index, (episode, (task_id, score, result)) in enumerate(zip(full, updates)):
+                if episode.task_id is not None and task_id != episode.task_id or not _close(
+                        score, episode.score, tolerance=self.tolerance):
+                    self.mismatch(f"update {index} recorded task {task_id} with score {score!r}, but {episode.where()} "
+                                  f"was reported as task {episode.task_id} with score {episode.score!r}")
+                    break
+                if bool(episode.claims.get(_LATE, 0)) != (result is False):
+                    self.mismatch(f"{episode.where()} was reported late={episode.claims.get(_LATE)!r}, but "
+                                  f"update_task_performance returned {result!r}")
+                    break
+            return
+        stats = curriculum.stats() if callable(getattr(curriculum, "stats", None)) else {}
+        credited = [e for e in full if not e.late]
+        late = len(full) - len(credited)
+        where = f"after {len(self.episodes)} episodes ({len(full)} full)"
+        if "total_completions" in stats:
+            self._compare("stats()['total_completions']", len(credited), stats["total_completions"], where, exact=True)
+        if "late_completions" in stats:
+            self._compare("stats()['late_completions']", late, stats["late_completions"], where, exact=True)
+        by_task: dict[Any, list[float]] = defaultdict(list)
+        for episode in credited:
+            by_task[episode.task_id].append(episode.score)
+        active = getattr(curriculum, "active_tasks", None)
+        if callable(active):
+            for task in active():
+                _check_task(self, task, by_task.get(task.task_id, []), where)
+
+
+def _pool_entries(stats: Mapping[str, Any]) -> dict[str, Any]:
+    """`stats()` as the wrapper reports it in the infos: flattened, totals renamed."""
+    out = {}
+    for key, value in _flatten(stats).items():
+        head, sep, rest = key.partition("/")
+        out[_POOL_RENAMES.get(head, head) + sep + rest] = value
+    return out
+
+
+def _same_numbers(report: Mapping[str, Any], entries: Mapping[str, Any], tolerance: float) -> bool:
+    """Whether a pool report holds exactly the numbers of a `stats()` result (keys that share a
+    name with per-episode entries, like `stage`, are left out on both sides)."""
+    numbers = {k for k, v in entries.items() if _number(v) is not None and k.split("/", 1)[0] not in _EPISODE_PARTS}
+    if set(report) != numbers:
+        return False
+    return all(_close(_number(report[k]), _number(entries[k]), tolerance=tolerance) for k in report)
+
+
+def _check_task(oracle: AccountingOracle, task: Any, scores: list[float], where: str) -> None:
+    """A pool task's live numbers against the scores credited to it since it entered the pool."""
+    name = f"task {task.task_id} ({getattr(task, 'label', '?')!r}) {where}"
+    completions = getattr(task, "num_completions", None)
+    if completions is not None:
+        oracle._compare("num_completions of", len(scores), completions, name, exact=True)
+    mean = getattr(task, "mean_score", None)
+    if mean is not None:
+        oracle._compare("mean_score of", math.fsum(scores) / len(scores) if scores else 0.0, mean, name)
+    last = getattr(task, "last_score", None)
+    if last is not None:
+        oracle._compare("last_score of", scores[-1] if scores else 0.0, last, name)
+
+
+class WatchedCurriculum:
+    """The curriculum under test, with every hand-out, update and `stats()` call checked.
+
+    Methods a curriculum may lack (`active_tasks`, `task_scores`, `get_state`, ...) are looked up
+    on the curriculum itself, so a stand-in has exactly the capabilities of what it watches.
+    """
+
+    def __init__(self, inner: Any, oracle: AccountingOracle) -> None:
+        self.inner = inner
+        self.oracle = oracle
+        self.updates: list[tuple[Any, float, Any]] = []
+        self.stats_results: list[dict[str, Any]] = []
+        """Every `stats()` result handed out, as the wrapper reports it in the infos."""
+        self.credited: dict[Any, list[float]] = defaultdict(list)
+        self.handed: Counter = Counter()
+        self.expected: Counter = Counter()
+        """Per task, the summed probability `sampling_probabilities()` gave it at each hand-out."""
+        self.total = 0
+        self.late = 0
+        self.evictions = 0
+        self.identity: dict[Any, tuple[Any, Any]] = {}
+        self.pool: dict[Any, Any] | None = None
+        self.ever: set[Any] = set()
+        self.departed: set[Any] = set()
+        algorithm = getattr(getattr(inner, "config", None), "algorithm", None)
+        self.staged = _StagedReference.from_config(algorithm) if hasattr(algorithm, "stages") else None
+        self._observe_pool("at the start")
+
+    def __getattr__(self, name: str) -> Any:  # test double: everything not recorded goes to the curriculum
+        return getattr(self.__dict__["inner"], name)
+
+    # ---- recorded calls ----------------------------------------------------------------------
+    def get_task(self) -> Any:
+        task = self.inner.get_task()
+        oracle = self.oracle
+        task_id = task.task_id
+        env_cfg = getattr(task, "env_cfg", {}) or {}
+        identity = (getattr(task, "label", None), env_cfg.get("task_tag") if isinstance(env_cfg, Mapping) else None)
+        known = self.identity.setdefault(task_id, identity)
+        if known != identity:
+            oracle.mismatch(f"get_task() handed out task {task_id} as (label, tag) {identity}, earlier as {known}")
+        if task_id in self.departed:
+            oracle.mismatch(f"get_task() handed out task {task_id}, which had left the pool")
+        self._observe_pool(f"after handing out task {task_id}")
+        if self.pool is not None and task_id not in self.pool:
+            oracle.mismatch(f"get_task() handed out task {task_id}, which is not in the pool {sorted(self.pool)}")
+        self.handed[task_id] += 1
+        probabilities = getattr(self.inner, "sampling_probabilities", None)
+        if callable(probabilities) and self.pool is not None:
+            p = probabilities()
+            if len(p) == len(self.pool):  # slot order is pool order: p[i] is the chance of the i-th task
+                for slot_task, chance in zip(self.pool, p):
+                    self.expected[slot_task] += float(chance)
+        return task
+
+    def update_task_performance(self, task_id: Any, score: float) -> Any:
+        in_pool = None if self.pool is None else task_id in self.pool
+        # the label of a task handed out here, else (a worker copy handed it out) of the pool's task
+        label = getattr(self.pool[task_id], "label", None) if in_pool else self.identity.get(task_id, (None,))[0]
+        stage_before = self.inner.stage if self.staged is not None else None
+        result = self.inner.update_task_performance(task_id, score)  # refused input raises: nothing to log
+        oracle = self.oracle
+        self.updates.append((task_id, float(score), result))
+        late = result is False
+        where = f"update {len(self.updates) - 1} (task {task_id}, score {score!r})"
+        if in_pool is not None and in_pool == late:
+            oracle.mismatch(f"{where} returned {result!r} although the task was {'in' if in_pool else 'not in'} the "
+                            "pool: a late completion is exactly one whose task left the pool")
+        if late:
+            self.late += 1
+        else:
+            self.total += 1
+            self.credited[task_id].append(float(score))
+            if self.staged is not None:
+                self.staged.credit(label, float(score))
+        before = set(self.pool) if self.pool is not None else None
+        self._observe_pool(f"after {where}")
+        if before is not None and self.pool is not None:
+            gone = before - set(self.pool)
+            stage_changed = self.staged is not None and self.inner.stage != stage_before
+            if gone and not stage_changed:
+                self.evictions += len(gone)
+            if not late and task_id in self.pool:
+                _check_task(oracle, self.pool[task_id], self.credited[task_id], f"after {where}")
+        if self.staged is not None:
+            stage = self.inner.stage
+            if stage != self.staged.stage:
+                oracle.mismatch(f"stage after {where}: oracle {self.staged.stage} (the staged rule replayed on the "
+                                f"credited completions: {self.staged.stats()}), reported {stage}")
+                self.staged.stage = stage  # follow, so one wrong transition is reported once
+                self.staged.episodes, self.staged.scores = 0, deque()
+        return result
+
+    def stats(self) -> Any:
+        reported = self.inner.stats()
+        self._check_stats(reported, f"at stats() call after {len(self.updates)} updates")
+        self.stats_results.append(_pool_entries(reported))
+        return reported
+
+    def __reduce__(self) -> Any:
+        # a copy (a worker's private one, under centralized tracking) is the curriculum itself, unwatched
+        return pickle.loads, (pickle.dumps(self.inner),)
+
+    # ---- checks ------------------------------------------------------------------------------
+    def _observe_pool(self, when: str) -> None:
+        active = getattr(self.inner, "active_tasks", None)
+        if not callable(active):
+            return
+        tasks = list(active())
+        pool = {task.task_id: task for task in tasks}
+        oracle = self.oracle
+        if len(pool) != len(tasks):
+            oracle.mismatch(f"the pool holds a task twice {when}: {[t.task_id for t in tasks]}")
+        returned = set(pool) & self.departed
+        if returned:
+            oracle.mismatch(f"tasks {sorted(returned)} left the pool and came back {when}")
+        if self.pool is not None:
+            self.departed |= set(self.pool) - set(pool)
+            for task_id in set(pool) - set(self.pool):
+                _check_task(oracle, pool[task_id], [], f"entering the pool {when}")  # a new task starts from nothing
+        self.ever |= set(pool)
+        self.pool = pool
+
+    def _check_stats(self, stats: Mapping[str, Any], where: str) -> None:
+        oracle = self.oracle
+        inner = self.inner
+        expected: dict[str, Any] = {"total_completions": self.total, "late_completions": self.late}
+        if self.pool is not None:
+            ids = list(self.pool)
+            expected["num_active_tasks"] = len(ids)
+            expected["tasks_created"] = len(self.ever)
+            expected["evictions"] = self.evictions
+            expected["pool_occupancy_gini"] = reference_gini(len(self.credited.get(i, ())) for i in ids)
+            expected["sampling_gini"] = reference_gini(self.handed.get(i, 0) for i in ids)
+            labels = [getattr(self.pool[i], "label", None) for i in ids]
+            expected["per_label_active_tasks"] = dict(Counter(labels))
+            scores = getattr(inner, "task_scores", None)
+            if callable(scores):
+                values = [float(v) for v in scores()]
+                if len(values) == len(ids):
+                    expected["mean_lp_score"] = sum(values) / len(values)
+                    expected["pool_lp_gini"] = reference_gini(values)
+                    per_label: dict[str, list[float]] = defaultdict(list)
+                    for label, value in zip(labels, values):
+                        per_label[label].append(value)
+                    expected["per_label_lp_scores"] = {k: sum(v) / len(v) for k, v in per_label.items()}
+                else:
+                    oracle.mismatch(f"task_scores() has {len(values)} entries for a pool of {len(ids)} {where}")
+            for task_id in ids:
+                _check_task(oracle, self.pool[task_id], self.credited.get(task_id, []), where)
+        probabilities = getattr(inner, "sampling_probabilities", None)
+        if callable(probabilities):
+            values = [float(v) for v in probabilities()]
+            expected["sampling_entropy"] = reference_entropy(values)
+            if any(v < 0 or not math.isfinite(v) for v in values) or not _close(sum(values), 1.0, tolerance=1e-9):
+                oracle.mismatch(f"sampling_probabilities() is not a distribution {where}: {values}")
+        if self.staged is not None:
+            expected.update(self.staged.stats())
+        for key, value in expected.items():
+            if key not in stats:
+                continue  # a curriculum reports what it has; the protocol fixes what each name means
+            reported = stats[key]
+            if isinstance(value, dict):
+                if not isinstance(reported, Mapping) or set(reported) != set(value):
+                    oracle.mismatch(f"stats()[{key!r}] {where}: oracle {value}, reported {reported}")
+                    continue
+                for sub, number in value.items():
+                    oracle._compare(f"stats()[{key!r}][{sub!r}]", number, reported[sub], where,
+                                    exact=isinstance(number, int))
+            else:
+                oracle._compare(f"stats()[{key!r}]", value, reported, where,
+                                exact=isinstance(value, int) and key != "stage_window_mean")
+
+    def _finish(self) -> None:
+        if callable(getattr(self.inner, "stats", None)):
+            self._check_stats(self.inner.stats(), f"at the end, after {len(self.updates)} updates")
+        self._check_draws()
+
+    def _check_draws(self) -> None:
+        """The hand-outs must follow the distribution `sampling_probabilities()` reported for them:
+        Pearson's chi-square over tasks (those expected fewer than 5 times pooled), judged with
+        the Wilson-Hilferty normal approximation at z > `DRAW_TEST_Z` (a chance below 1e-9)."""
+        expected = self.expected
+        if not expected or sum(expected.values()) < _MIN_DRAWS_TESTED:
+            return
+        cells: list[tuple[float, float]] = []
+        rest_observed = rest_expected = 0.0
+        for task_id, chance in expected.items():
+            if chance >= 5.0:
+                cells.append((self.handed.get(task_id, 0), chance))
+            else:
+                rest_observed += self.handed.get(task_id, 0)
+                rest_expected += chance
+        if rest_expected >= 5.0:
+            cells.append((rest_observed, rest_expected))
+        df = len(cells) - 1
+        if df < 1:
+            return
+        statistic = sum((o - e) ** 2 / e for o, e in cells)
+        z = ((statistic / df) ** (1 / 3) - (1 - 2 / (9 * df))) / math.sqrt(2 / (9 * df))
+        if z > DRAW_TEST_Z:
+            worst = sorted(((o - e) / math.sqrt(e), o, e) for o, e in cells)[-1]
+            self.oracle.mismatch(
+                f"the {sum(self.handed.values())} hand-outs do not follow sampling_probabilities(): chi-square "
+                f"{statistic:.1f} on {df} degrees of freedom (z = {z:.1f}, limit {DRAW_TEST_Z}); the most over-drawn "
+                f"task was handed out {worst[1]:.0f} times, expected {worst[2]:.1f}")

@@ -1,0 +1,73 @@
+"""Staged progression advances and regresses exactly when its rule says, at every integration level.
+
+Bug class: a stage machine that advances an episode late or early, counts the wrong
+completions (late ones, previous-stage ones), or never falls back when performance drops. A
+three-task prerequisite chain with fast forgetting: stage i trains task i; passing the
+advancement threshold on task 0 is not mastery, so task 1 stays out of reach, its scores fall
+below the regression threshold, and the curriculum falls back; practice brings it forward
+again. Each run holds several advancements and regressions. The accounting oracle replays the
+rule (`StagedProgressionConfig`: the mean of the last `window` scores of the stage's own tasks,
+after `min_episodes`; previous-stage tasks mixed into the pool do not count) on the credited
+completions and checks the stage after every one of
+them, and every number the run reports.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from curriculum import BucketedTaskGenerator, CurriculumConfig, Stage, StagedProgressionConfig
+from harness.episodes import TaggedTaskGenerator
+from harness.runners import run_direct, run_single_env, run_vectorized
+from harness.task_spaces import chain_task_space
+from harness.thresholds import STAGED as LIMITS
+
+
+def staged_space(seed: int):
+    return chain_task_space(num_tasks=LIMITS.num_stages, seed=seed, forgetting_rate=LIMITS.forgetting_rate)
+
+
+def staged_config(seed: int, mix: float = 0.0) -> CurriculumConfig:
+    stages = [Stage(f"stage_{i}", TaggedTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
+                                                                           seed=seed)))
+              for i in range(LIMITS.num_stages)]
+    return CurriculumConfig(
+        algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=LIMITS.advancement_threshold,
+                                          min_episodes=LIMITS.min_episodes, window=LIMITS.window,
+                                          regression_threshold=LIMITS.regression_threshold,
+                                          previous_stage_mix=mix),
+        num_active_tasks=LIMITS.pool, seed=seed,
+    )
+
+
+@pytest.mark.parametrize(("runner", "mix"), [("direct", 0.0), ("direct", LIMITS.previous_stage_mix), ("single", 0.0),
+                                           ("Serial", 0.0)])
+def test_stage_advances_and_regresses_exactly_by_its_rule(curriculum_factory, require_capability, scenario_seed,
+                                                        runner, mix, oracle, check_limit, golden) -> None:
+    config = staged_config(scenario_seed, mix)
+    watcher = oracle(context=f"{runner}, previous-stage mix {mix}")
+    if runner == "Serial":
+        curriculum = curriculum_factory(config)
+        require_capability(getattr(curriculum, "stage", None) is not None, "this curriculum reports no `stage`")
+        run_vectorized(curriculum, functools.partial(staged_space, scenario_seed), backend="Serial", tracking="shared",
+                       num_envs=LIMITS.num_envs, episodes=LIMITS.episodes, epoch_length=LIMITS.epoch_length,
+                       seed=scenario_seed, oracle=watcher)
+    else:
+        curriculum = curriculum_factory(config)
+        require_capability(getattr(curriculum, "stage", None) is not None, "this curriculum reports no `stage`")
+        run = run_direct if runner == "direct" else run_single_env
+        run(curriculum, staged_space(scenario_seed), episodes=LIMITS.episodes, epoch_length=LIMITS.epoch_length,
+            oracle=watcher)
+    watcher.verify(curriculum)
+    stats = curriculum.stats()
+    check_limit("staged_advancements", stats["advancements"], LIMITS.min_advancements, upper=False, fmt=".0f",
+                what=f"{runner}: advancements in {LIMITS.episodes} episodes (the scenario must exercise them):")
+    check_limit("staged_regressions", stats["regressions"], LIMITS.min_regressions, upper=False, fmt=".0f",
+                what=f"{runner}: regressions in {LIMITS.episodes} episodes (a drop in performance must bring one):")
+    assert stats["advancements"] - stats["regressions"] == stats["stage"], (
+        f"{runner}: {stats['advancements']} advancements and {stats['regressions']} regressions from stage 0 cannot "
+        f"end at stage {stats['stage']}, seed {scenario_seed}"
+    )
+    golden({key: stats[key] for key in ("stage", "advancements", "regressions", "stage_episodes")})
