@@ -88,6 +88,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -97,7 +98,7 @@ from curriculum.config import LearningProgressConfig
 from curriculum.generators import TaskGenerator
 
 __all__ = ["LearningProgressAlgorithm", "STATE_FIELDS", "LABEL_TABLE_SIZE", "LEARNED_POOL_SHARE", "LP_COUNTERS",
-           "config_key"]
+           "config_key", "id_fields"]
 
 #: Statistics of a task, in this order: a row of `lp_state` per slot, and what a configuration
 #: memory entry keeps. `last` is the previous x (for the noise estimate); `count` the completions
@@ -127,11 +128,26 @@ _CROWDED = 2.0
 """A learned configuration holding more than this many times its share of the pool is crowded."""
 
 
-def config_key(env_cfg: Any, label: str) -> int:
-    """A positive int64 key of a task's label and env config, the same in every process (for
-    configs whose `repr` is: plain data)."""
+def config_key(env_cfg: Any, label: str, *, ignore: frozenset[str] = frozenset()) -> int:
+    """A positive int64 key of a task's label and env config without the top-level fields in
+    `ignore`, the same in every process (for configs whose `repr` is: plain data)."""
+    if ignore and isinstance(env_cfg, Mapping):
+        env_cfg = {k: v for k, v in env_cfg.items() if k not in ignore}
     digest = hashlib.blake2b(repr((label, env_cfg)).encode(), digest_size=8).digest()
     return (int.from_bytes(digest, "little") >> 1) or 1
+
+
+def id_fields(generator: TaskGenerator, capacity: int) -> frozenset[str]:
+    """Top-level env config fields in which `generator` repeats the task id (a tag, a seed
+    taken from the id): they tell tasks apart but not what a task is, so configuration keys
+    leave them out. Found by generating three probe ids of one slot."""
+    fields: set[str] | None = None
+    for task_id in (1, capacity + 1, 2 * capacity + 1):
+        env_cfg, _ = generator.generate(task_id)
+        echo = {k for k, v in env_cfg.items() if type(v) is int and v == task_id} if isinstance(env_cfg, Mapping) \
+            else set()
+        fields = echo if fields is None else fields & echo
+    return frozenset(fields or ())
 
 
 def _label_key(label: str) -> int:
@@ -176,6 +192,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         self._peak_decay = a_s * config.slow_timescale_factor
         self._retry_samples = max(1, round(1.0 / a_f))
         self._proven = self._warmup + self._retry_samples
+        self._id_fields = id_fields(generator, capacity)
         self._view: _PoolView | None = None
         self._group_cache: tuple[tuple[int, ...], None, np.ndarray, int, np.ndarray] | None = None
 
@@ -233,7 +250,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         for k in range(1, self.config.admission_candidates + 1):
             task_id = evicted_task_id + k * self.capacity
             env_cfg, label = generate(task_id)
-            key = config_key(env_cfg, label)
+            key = config_key(env_cfg, label, ignore=self._id_fields)
             if key == previous:  # a generator that repeats itself for consecutive ids has no choice to offer
                 break
             previous = key
@@ -325,7 +342,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         """Key and label of a task the pool was filled with, at its first completion; a
         configuration seen before hands its statistics on."""
         env_cfg, label = self.generator.generate(self.tracker.task_ids.item(slot))
-        key = config_key(env_cfg, label)
+        key = config_key(env_cfg, label, ignore=self._id_fields)
         self._key[slot] = key
         self._label[slot] = self._label_index(label)
         self._counters[_IDENTIFIED] += 1

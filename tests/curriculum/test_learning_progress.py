@@ -32,6 +32,7 @@ from curriculum import (
     TaskTracker,
 )
 from curriculum.algorithms import LearningProgressAlgorithm
+from curriculum.algorithms.learning_progress import id_fields
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # numpy overflow / NaN is a bug here
 
@@ -276,6 +277,25 @@ def test_an_evicted_configuration_comes_back_with_its_statistics_not_cold() -> N
         assert _evict(algorithm, tracker, slot) == slot + 2
     assert (algorithm.learned().tolist(), algorithm.cold_weights().tolist()) == before == ([False, True], [0.0, 0.0])
     assert algorithm.stats()["lp_memory_hits"] == 2
+
+
+class TaggingGenerator(TableGenerator):
+    """A table whose configs also carry the task id (as a tag or a seed drawn from it)."""
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        env_cfg, label = super().generate(task_id)
+        return {**env_cfg, "tag": task_id}, label
+
+
+def test_a_field_that_repeats_the_task_id_is_not_part_of_the_configuration() -> None:
+    table = [("corridor", {"length": 9}), ("corridor", {"length": 1})]
+    assert id_fields(TaggingGenerator(table), 2) == {"tag"}
+    assert id_fields(TableGenerator([("corridor", {"length": 1})]), 2) == set()  # 1 is an id only by chance
+    algorithm, tracker = _algorithm(2, TaggingGenerator(table))
+    _complete(algorithm, tracker, 0, FLAT_ZERO)
+    _complete(algorithm, tracker, 1, MASTERED)
+    assert _evict(algorithm, tracker, 0) == 2  # another tag, the same corridor: remembered, not cold
+    assert algorithm.stats()["lp_memory_hits"] == 1 and algorithm.cold_weights()[0] == 0.0
 
 
 def test_without_a_configuration_memory_an_evicted_configuration_comes_back_cold() -> None:
