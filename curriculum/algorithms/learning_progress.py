@@ -40,10 +40,12 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
    Tasks never learned and without LP (impossible, or not yet within reach) get the uniform
    `exploration` floor, plus the two budgets of 5.
 2. A memory of task configurations (`config_memory` entries keyed by a hash of label and env
-   config). When a task leaves the pool its statistics are stored under its configuration; a
-   task whose configuration was seen before starts from them instead of cold. An impossible
-   configuration that comes back is known to be stagnant at once and costs no cold samples; a
-   mastered one is known to be mastered.
+   config, leaving out top-level fields in which the generator repeats the task id: a tag or a
+   seed taken from the id tells tasks apart, not what they are; `id_fields` finds them by
+   probing the generator). When a task leaves the pool its statistics are stored under its
+   configuration; a task whose configuration was seen before starts from them instead of cold.
+   An impossible configuration that comes back is known to be stagnant at once and costs no
+   cold samples; a mastered one is known to be mastered.
 3. Per-label usefulness: an EMA, per label, of whether each warm completion showed progress or
    mastery (1) or neither (0). A cold task's share of the `cold_exploration` budget scales with
    its label's usefulness (x2, capped at 1), so cold exploration shrinks by itself where new
@@ -60,8 +62,9 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
 5. Retry when the student changes. A task not yet within reach (the next one of a
    prerequisite chain) looks exactly like an impossible one until the student masters what it
    needs. So whenever a configuration is mastered for the first time in the pool (its level
-   crosses `max_baseline`), every label with stagnant never-learned tasks is owed one fast-EMA
-   timescale (1 / a_f completions) of samples from the `retry` budget. When no task has LP,
+   crosses `max_baseline`), every label is owed one fast-EMA timescale (1 / a_f completions)
+   of samples of its stagnant never-learned tasks, paid from the `retry` budget (a label
+   rather than every configuration: a mostly-impossible space has many). When no task has LP,
    the rest of the mass goes to learned tasks and to stagnant ones not yet proven (fewer than
    warm-up + 1 / a_f completions). Once everything learnable is mastered nothing crosses any
    more, and impossible tasks are left with the exploration floor.
@@ -75,9 +78,10 @@ Sampling: `exploration` per configuration over the pool; the cold budget over co
 LP, in proportion to LP. Without LP the rest goes as in 5; with no warm task at all, to cold
 tasks; else uniformly.
 
-All of it lives in tracker arrays (`extra_layout`): per-slot statistics, the configuration
-memory, the label table and the counters are shared across processes and checkpointed with the
-tracker. `record` and `replacement_task_id` run under the tracker lock and are O(1) (the latter
+All of it lives in tracker arrays (`extra_layout`): per-slot statistics (one row of
+`STATE_FIELDS` per slot, so a completion reads and writes them in one call each), the
+configuration memory, the label table and the counters are shared across processes and
+checkpointed with the tracker. `record` and `replacement_task_id` run under the tracker lock and are O(1) (the latter
 generates at most `admission_candidates` configurations, and only when a task is evicted;
 `record` scans the pool only when a task's level first reaches `max_baseline`); `scores`,
 `probabilities` and `eviction_candidates` are vectorised over the pool and run once per
@@ -193,8 +197,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         self._retry_samples = max(1, round(1.0 / a_f))
         self._proven = self._warmup + self._retry_samples
         self._id_fields = id_fields(generator, capacity)
+        self._record_constants = (a_f, a_s, self._max_baseline, self._mastered_gain, self._peak_decay,
+                                  self._noise_scale ** 2)
         self._view: _PoolView | None = None
         self._group_cache: tuple[tuple[int, ...], None, np.ndarray, int, np.ndarray] | None = None
+        self._slot_weights = np.arange(1, capacity + 1, dtype=np.int64) * 0x9E3779B1
 
     # ---- layout --------------------------------------------------------------------------------
     def extra_layout(self) -> dict[str, tuple[str, int]]:
@@ -279,6 +286,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             self._identify(slot)
             fast, slow, var, b, last, peak, n = row.tolist()
         n += 1.0
+        a_f, a_s, max_baseline, mastered_gain, peak_decay, band2 = self._record_constants
         if n <= self._warmup:
             # warm-up: raw scores, whose mean becomes the baseline and seeds the EMAs, so one
             # noisy early score cannot open a gap that then decays like progress
@@ -287,7 +295,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
                 d = score - last
                 var += (0.5 * d * d - var) / (n - 1.0)
             if n == self._warmup:
-                b = fast if fast < self._max_baseline else self._max_baseline
+                b = fast if fast < max_baseline else max_baseline
                 scale = 1.0 / (1.0 - b)
                 fast = (fast - b) * scale
                 var *= scale * scale
@@ -295,39 +303,40 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             row[:] = (fast, fast, var, b, score, fast, n)
             return POOL_UNCHANGED
         x = (score - b) / (1.0 - b)
-        mastered_at = (self._max_baseline - b) / (1.0 - b)  # the slow EMA at level max_baseline
-        learned_at = mastered_at if mastered_at < self._mastered_gain else self._mastered_gain
+        mastered_at = (max_baseline - b) / (1.0 - b)  # the slow EMA at level max_baseline
         was_below = slow < mastered_at
-        fast += self._a_fast * (x - fast)
-        slow += self._a_slow * (x - slow)
+        fast += a_f * (x - fast)
+        slow += a_s * (x - slow)
         d = x - last
-        var += self._a_slow * (0.5 * d * d - var)
+        var += a_s * (0.5 * d * d - var)
+        learned_at = mastered_at if mastered_at < mastered_gain else mastered_gain
         if slow >= peak or peak < learned_at:  # ground lost counts only below a learned peak
             peak = slow
         else:
-            peak -= self._peak_decay * (peak - slow)
+            peak -= peak_decay * (peak - slow)
         row[:] = (fast, slow, var, b, x, peak, n)
         if was_below and slow >= mastered_at and not self._mastered_elsewhere(slot):
             # a configuration newly mastered: every label is owed samples of its stagnant tasks
             self._counters[_EVENTS] += 1
             self._retries[:] = self._retry_samples
-        label = self._label.item(slot)
-        if label:
+        label = self._label.item(slot) - 1
+        if label >= 0:
             gap = fast - slow if fast > slow else slow - fast
             if peak - slow > gap:
                 gap = peak - slow
-            u = self._usefulness.item(label - 1)
-            if slow >= learned_at or gap > self._noise_scale * math.sqrt(var):
-                self._usefulness[label - 1] = u + self._a_fast * (1.0 - u)
+            u = self._usefulness.item(label)
+            if slow >= learned_at or gap * gap > band2 * var:
+                self._usefulness[label] = u + a_f * (1.0 - u)
             else:
-                self._usefulness[label - 1] = u - self._a_fast * u
-                owed = self._retries.item(label - 1)
+                self._usefulness[label] = u - a_f * u
+                owed = self._retries.item(label)
                 if owed > 0:
-                    self._retries[label - 1] = owed - 1
+                    self._retries[label] = owed - 1
         return POOL_UNCHANGED
 
     def _learned_at(self, b: float) -> float:
-        """The slow EMA from which a task with baseline `b` counts as learned."""
+        """The slow EMA from which a task with baseline `b` counts as learned: `mastered_gain`
+        above its baseline, or the level `max_baseline`."""
         return min(self._mastered_gain, (self._max_baseline - b) / (1.0 - b))
 
     def _mastered_elsewhere(self, slot: int) -> bool:
@@ -388,7 +397,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         base = entry * _NUM_FIELDS
         fast, slow, peak = m.item(base + _FAST), m.item(base + _SLOW), m.item(base + _PEAK)
         gap = max(abs(fast - slow), peak - slow)
-        return slow >= self._learned_at(m.item(base + _BASE)) or gap > self._noise_scale * math.sqrt(m.item(base + _VAR))
+        band = self._noise_scale * math.sqrt(m.item(base + _VAR))
+        return slow >= self._learned_at(m.item(base + _BASE)) or gap > band
 
     def _remember(self, slot: int) -> None:
         keys = self._memory_keys
@@ -438,9 +448,14 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
     def learned(self) -> np.ndarray:
         """Per slot: warm and learned (its slow EMA `mastered_gain` above its baseline, or its
         level at least `max_baseline`)."""
+        return (self._count >= self._warmup) & (self._slow >= self._learned_at_pool())
+
+    def _learned_at_pool(self) -> np.ndarray:
+        """`_learned_at` of every slot."""
         b = self._baseline
-        learned_at = np.minimum((self._max_baseline - b) / (1.0 - b), self._mastered_gain)
-        return (self._count >= self._warmup) & (self._slow >= learned_at)
+        learned_at = self._max_baseline - b
+        learned_at /= 1.0 - b
+        return np.minimum(learned_at, self._mastered_gain, out=learned_at)
 
     def cold_weights(self) -> np.ndarray:
         """Per slot: a cold task's part of the cold budget relative to one nothing is known
@@ -452,9 +467,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         """Per slot 1 / copies of its configuration in the pool (unknown ones count as distinct),
         the number of configurations, and the slots kept as their label's one task (while the
         labels take at most half the pool). Recomputed only when a task changed."""
-        # keys and labels change only when a task is created or identified (or a state is loaded)
-        changes = (self.tracker.counter("tasks_created"), self._counters.item(_IDENTIFIED), int(self._key.sum()),
-                   int(self._label.sum()))
+        # a fingerprint of which slot holds which configuration and label (int64 arithmetic
+        # wraps, which a fingerprint does not mind): a task replaced by one of the same
+        # configuration changes nothing here
+        weights = self._slot_weights
+        changes = (int(self._key @ weights), int(self._label @ weights))
         cache = self._group_cache
         if cache is not None and cache[0] == changes:
             return cache[2], cache[3], cache[4]
@@ -473,10 +490,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
 
     def _pool_view(self, scores: np.ndarray) -> _PoolView:
         warm = self._count >= self._warmup
-        b = self._baseline
-        learned_at = self._max_baseline - b
-        learned_at /= 1.0 - b
-        learned = self._slow >= np.minimum(learned_at, self._mastered_gain, out=learned_at)
+        learned = self._slow >= self._learned_at_pool()
         learned &= warm
         share, configs, kept = self._groups()
         lp = np.where(warm, scores, 0.0)
