@@ -124,6 +124,8 @@ _PROBES = 4
 """Table positions tried for a key before a memory entry is overwritten (or a label untracked)."""
 _PRIOR_USEFULNESS = 0.5
 """Usefulness of a label nothing is known about yet."""
+_SETTLED_USEFUL, _SETTLED_STAGNANT = 1.0 - 1e-6, 1e-6
+"""A label usefulness beyond these is not updated towards 1 (or 0) any more."""
 _ADMISSION_RATE = 1.0 / 8
 """Rate of the EMA of failed admissions (no candidate good enough)."""
 _ADMISSION_FAILURE_LIMIT = 0.25
@@ -166,6 +168,8 @@ class _PoolView(NamedTuple):
     learned: np.ndarray
     idle: np.ndarray
     """Without LP."""
+    stagnant: np.ndarray
+    """Warm, without LP, never learned."""
     share: np.ndarray
     """1 / the copies of the slot's configuration in the pool."""
     configs: int
@@ -326,9 +330,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
                 gap = peak - slow
             u = self._usefulness.item(label)
             if slow >= learned_at or gap * gap > band2 * var:
-                self._usefulness[label] = u + a_f * (1.0 - u)
+                if u < _SETTLED_USEFUL:  # (an EMA this close to 1 stays put: no write)
+                    self._usefulness[label] = u + a_f * (1.0 - u)
             else:
-                self._usefulness[label] = u - a_f * u
+                if u > _SETTLED_STAGNANT:
+                    self._usefulness[label] = u - a_f * u
                 owed = self._retries.item(label)
                 if owed > 0:
                     self._retries[label] = owed - 1
@@ -495,13 +501,16 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         share, configs, kept = self._groups()
         lp = np.where(warm, scores, 0.0)
         idle = lp <= 0.0
-        return _PoolView(lp, warm, learned, idle, share, configs, kept)
+        stagnant = warm & idle
+        stagnant &= ~learned
+        return _PoolView(lp, warm, learned, idle, stagnant, share, configs, kept)
 
     def due_retry(self, view: _PoolView) -> np.ndarray:
         """Per slot: a warm, never-learned task without LP whose label is still owed samples
         since a configuration was last mastered."""
         owed = np.concatenate(([0], self._retries))[self._label] > 0
-        return owed & view.warm & view.idle & ~view.learned
+        owed &= view.stagnant
+        return owed
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         n = scores.shape[0]
@@ -556,7 +565,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         if view is None:
             view = self._pool_view(scores)
         idle = eligible & view.warm & (scores <= 0.0)
-        stagnant = idle & ~view.learned & ~view.kept
+        stagnant = idle & view.stagnant & ~view.kept
         if stagnant.any() or self._admission_failure.item(0) > _ADMISSION_FAILURE_LIMIT:
             return stagnant
         n = eligible.shape[0]
