@@ -170,8 +170,8 @@ class _PoolView(NamedTuple):
     """Without LP."""
     stagnant: np.ndarray
     """Warm, without LP, never learned."""
-    share: np.ndarray
-    """1 / the copies of the slot's configuration in the pool."""
+    share: np.ndarray | None
+    """1 / the copies of the slot's configuration in the pool (None: the same for every slot)."""
     configs: int
     kept: np.ndarray
     """The one task of its label that eviction keeps."""
@@ -469,10 +469,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         usefulness = np.concatenate(([_PRIOR_USEFULNESS], self._usefulness))[self._label]
         return np.where(self._count < self._warmup, np.minimum(2.0 * usefulness, 1.0), 0.0)
 
-    def _groups(self) -> tuple[np.ndarray, int, np.ndarray]:
-        """Per slot 1 / copies of its configuration in the pool (unknown ones count as distinct),
-        the number of configurations, and the slots kept as their label's one task (while the
-        labels take at most half the pool). Recomputed only when a task changed."""
+    def _groups(self) -> tuple[np.ndarray | None, int, np.ndarray]:
+        """Per slot 1 / copies of its configuration in the pool (unknown ones count as distinct;
+        None when every configuration has as many copies), the number of configurations, and
+        the slots kept as their label's one task (while the labels take at most half the pool).
+        Recomputed only when a task changed."""
         # a fingerprint of which slot holds which configuration and label (int64 arithmetic
         # wraps, which a fingerprint does not mind): a task replaced by one of the same
         # configuration changes nothing here
@@ -491,8 +492,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             first_of_label = np.zeros(LABEL_TABLE_SIZE + 1, dtype=np.int64)
             first_of_label[label[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the first slot
             kept[first_of_label[labels]] = True
-        self._group_cache = (changes, None, 1.0 / copies[group], copies.size, kept)
-        return self._group_cache[2], copies.size, kept
+        # every configuration with as many copies as the others: splitting per configuration
+        # changes no weight relative to another, and is skipped (None)
+        share = None if copies.min() == copies.max() else 1.0 / copies[group]
+        self._group_cache = (changes, None, share, copies.size, kept)
+        return share, copies.size, kept
 
     def _pool_view(self, scores: np.ndarray) -> _PoolView:
         warm = self._count >= self._warmup
@@ -504,6 +508,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         stagnant = warm & idle
         stagnant &= ~learned
         return _PoolView(lp, warm, learned, idle, stagnant, share, configs, kept)
+
+    @staticmethod
+    def _per_config(mask: np.ndarray, share: np.ndarray | None) -> np.ndarray:
+        """`mask` as weights split per configuration (as it is when `share` is None)."""
+        return mask if share is None else mask * share
 
     def due_retry(self, view: _PoolView) -> np.ndarray:
         """Per slot: a warm, never-learned task without LP whose label is still owed samples
@@ -518,11 +527,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         view = self._view = self._pool_view(scores)
         warm, learned, share = view.warm, view.learned, view.share
         num_cold = n - int(np.count_nonzero(warm))
-        lp = view.lp * share  # copies of one configuration share its weight
+        lp = view.lp if share is None else view.lp * share  # copies of one configuration share its weight
         lp_total = float(lp.sum())
-        revisit = (learned & view.idle) * share if learned.any() else None
+        revisit = self._per_config(learned & view.idle, share) if learned.any() else None
         revisit_total = float(revisit.sum()) if revisit is not None else 0.0
-        retry = self.due_retry(view) * share if config.retry and self._retries.any() else None
+        retry = self._per_config(self.due_retry(view), share) if config.retry and self._retries.any() else None
         retry_total = float(retry.sum()) if retry is not None else 0.0
         cold = self.cold_weights() if num_cold else None
         cold_total = float(cold.sum()) if cold is not None else 0.0
@@ -530,7 +539,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         revisit_share = config.revisit if revisit_total else 0.0
         retry_share = config.retry if retry_total else 0.0
         rest = 1.0 - config.exploration - cold_share - revisit_share - retry_share
-        probs = share * (config.exploration / view.configs)
+        probs = np.full(n, config.exploration / n) if share is None else share * (config.exploration / view.configs)
         if lp_total > 0.0 and math.isfinite(lp_total):
             # normalise first: rest / lp_total overflows to inf when LP is subnormal (inf * 0 = NaN)
             lp /= lp_total
@@ -538,10 +547,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             probs += lp
         elif num_cold < n:
             # nothing is learning: learned tasks, and stagnant ones whose verdict is not proven yet
-            fallback = (learned | (warm & (self._count < self._proven))) * share
+            fallback = self._per_config(learned | (warm & (self._count < self._proven)), share)
             total = float(fallback.sum())
             if not total:
-                fallback, total = warm * share, float((warm * share).sum())
+                fallback = self._per_config(warm, share)
+                total = float(fallback.sum())
             probs += fallback * (rest / total)
         elif cold_total > 0.0:
             cold_share += rest
@@ -570,10 +580,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             return stagnant
         n = eligible.shape[0]
         idle_learned = idle & view.learned
-        crowded = idle_learned & (view.share * (_CROWDED * n / view.configs) < 1.0)
+        share = np.full(n, view.configs / n) if view.share is None else view.share
+        crowded = idle_learned & (share * (_CROWDED * n / view.configs) < 1.0)
         if crowded.any():
             return crowded
-        learned_configs = float((view.learned * view.share).sum())  # configurations with all copies learned count 1
+        learned_configs = float((view.learned * share).sum())  # configurations with all copies learned count 1
         return idle_learned if learned_configs > LEARNED_POOL_SHARE * n else np.zeros(n, dtype=bool)
 
     def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:
