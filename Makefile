@@ -5,15 +5,22 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: gate test bench venv clean
+.PHONY: gate test bench wheel-check venv learners clean
 
-$(STAMP): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt setuptools  # builds the wheel (tests, .ci/check_wheel)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev]'
 	touch $(STAMP)
 
 venv: $(STAMP)
+
+# The [learners] extra (stable-baselines3 with the pinned torch CPU build) on top of .[dev].
+LEARNERS_STAMP := $(VENV)/.installed-learners
+$(LEARNERS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,learners]'
+	touch $(LEARNERS_STAMP)
 
 ## The scenario gate on the built-in curriculum.
 gate: $(STAMP)
@@ -23,9 +30,18 @@ gate: $(STAMP)
 test: $(STAMP)
 	$(BIN)/pytest tests/ scenarios/ -n auto --dist loadgroup $(ARGS)
 
+## The wheel as a user installs it: fresh venv outside the checkout, lean and [gate], gate runs.
+wheel-check: $(STAMP)
+	bash .ci/check_wheel
+
 ## Speed and scaling benchmarks (not part of `make test`).
 bench: $(STAMP)
 	$(BIN)/pytest benchmarks/ -p no:xdist --benchmark-only $(ARGS)
+
+## The real-learner tier: PPO through GymCurriculumEnv, learning progress vs uniform over
+## 5 seeds per task family (not part of the gate; ~6 min on 2 busy cores, runs at nice 10).
+learners: $(LEARNERS_STAMP)
+	nice -n 10 $(BIN)/pytest scenarios/learners/ --gate-learners -n 2 --dist loadgroup $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks

@@ -183,6 +183,12 @@ class BucketedTaskGenerator(TaskGenerator):
     """A base env config with some keys drawn per task from value lists or ranges.
 
     Keys are dotted paths into the (nested) config: `{"game.map.width": [10, 20, 40]}`.
+
+    `value_labels` gives bucket values their own labels, so per-label metrics split by
+    difficulty: `{"game.map.width": {10: "small", 20: "medium", 40: "large"}}` labels a task
+    by the width it drew. A task's label is `label` (when given) followed by the label of each
+    listed bucket's value, in bucket order, joined with "_" (`maze_small`). Every value of a
+    listed bucket needs a label; ranges (`ValueRange`) cannot be listed.
     """
 
     def __init__(
@@ -191,6 +197,7 @@ class BucketedTaskGenerator(TaskGenerator):
         buckets: Mapping[str, Sequence[Any] | ValueRange],
         *,
         label: str | None = None,
+        value_labels: Mapping[str, Mapping[Any, str]] | None = None,
         seed: int = 0,
     ) -> None:
         if not isinstance(base_cfg, Mapping):
@@ -212,21 +219,29 @@ class BucketedTaskGenerator(TaskGenerator):
                 raise CurriculumConfigError(
                     f"Expected bucket {key!r} to be a non-empty list of values or a ValueRange, received {values!r}"
                 )
-        self.base_cfg = dict(base_cfg)
         self.buckets = {k: (v if isinstance(v, ValueRange) else list(v)) for k, v in buckets.items()}
-        self.label = label if label is not None else str(base_cfg.get("label", "default"))
+        self.value_labels = _check_value_labels(value_labels, self.buckets)
+        self.base_cfg = dict(base_cfg)
+        if label is None and self.value_labels:
+            self.label = ""
+        else:
+            self.label = label if label is not None else str(base_cfg.get("label", "default"))
         self.seed = seed
 
     def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
         rng = _task_rng(self.seed, task_id)
         cfg = copy.deepcopy(self.base_cfg)
+        parts = [self.label] if self.label else []
         for key, values in self.buckets.items():
             value = values.draw(rng) if isinstance(values, ValueRange) else values[rng.randrange(len(values))]
             _set_path(cfg, key, value)
-        return cfg, self.label
+            names = self.value_labels.get(key)
+            if names is not None:
+                parts.append(names[value])
+        return cfg, "_".join(parts)
 
     def describe(self) -> dict[str, Any]:
-        return {
+        description = {
             "type": "bucketed",
             "seed": self.seed,
             "label": self.label,
@@ -234,10 +249,62 @@ class BucketedTaskGenerator(TaskGenerator):
             # insertion order, not sorted: `generate` draws the buckets in this order
             "buckets": repr(list(self.buckets.items())),
         }
+        if self.value_labels:
+            description["value_labels"] = repr([(k, list(v.items())) for k, v in self.value_labels.items()])
+        return description
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return (self.label,)
+        combos: list[list[str]] = [[self.label] if self.label else []]
+        for key in self.buckets:
+            names = self.value_labels.get(key)
+            if names is not None:
+                parts = list(dict.fromkeys(names[value] for value in self.buckets[key]))
+                combos = [combo + [part] for combo in combos for part in parts]
+        return tuple(dict.fromkeys("_".join(combo) for combo in combos))
+
+
+def _check_value_labels(value_labels: Any, buckets: Mapping[str, list[Any] | ValueRange]
+                        ) -> dict[str, dict[Any, str]]:
+    """`value_labels` as {bucket key: {value: label}}, after checking that it labels every value
+    of listed buckets with a non-empty string."""
+    if value_labels is None:
+        return {}
+    if not isinstance(value_labels, Mapping):
+        raise CurriculumConfigError(
+            "Expected `value_labels` to map bucket keys to {value: label} mappings, "
+            f"received {type(value_labels).__name__}"
+        )
+    checked = {}
+    for key, names in value_labels.items():
+        values = buckets.get(key)
+        if values is None:
+            raise CurriculumConfigError(f"Expected `value_labels` keys among the buckets {list(buckets)}, received {key!r}")
+        if isinstance(values, ValueRange):
+            raise CurriculumConfigError(
+                f"Expected `value_labels` for a bucket of listed values, received one for the range {key!r} {values!r}"
+            )
+        if not isinstance(names, Mapping):
+            raise CurriculumConfigError(
+                f"Expected `value_labels[{key!r}]` to map each value to a label, received {type(names).__name__}"
+            )
+        unlabelled = [value for value in values if not _has_label(names, value)]
+        if unlabelled:
+            raise CurriculumConfigError(
+                f"Expected a label for every value of bucket {key!r}, received none for {unlabelled!r}"
+            )
+        bad = [name for name in names.values() if not isinstance(name, str) or not name]
+        if bad:
+            raise CurriculumConfigError(f"Expected `value_labels[{key!r}]` labels to be non-empty strings, received {bad!r}")
+        checked[key] = dict(names)
+    return checked
+
+
+def _has_label(names: Mapping[Any, str], value: Any) -> bool:
+    try:
+        return value in names
+    except TypeError:  # an unhashable bucket value (a list, a dict) cannot be a mapping key
+        return False
 
 
 def _is_number(value: Any) -> bool:

@@ -8,6 +8,12 @@ gymnasium's reset discipline instead of auto-reset:
   wrapper, so one env class serves both; `reset(options=...)` is passed through untouched).
 - `reset()` starts the task drawn when the previous episode ended (the first `reset()` draws
   one). Called while an episode runs, it abandons that episode (not reported) and draws anew.
+- `reset(seed=s)` also seeds the task draw: it calls `curriculum.reseed(s)` (when the
+  curriculum has one) and draws the episode's task from the reseeded stream, so the same seed
+  on a curriculum in the same state starts the same task, as gymnasium's `check_env` expects.
+  For a local curriculum the task stream that follows is then reproducible; a shared one
+  (`shared_memory=True`) reseeds only this process's draws, while the pool and its scores
+  keep changing with every other process's completions.
 - The step that ends an episode (terminated or truncated) records it, draws the next task and
   returns the `curriculum_stats/...` entries merged into its info dict. The env is not reset:
   the caller (or gymnasium's vector autoreset) calls `reset()`, which applies the next task.
@@ -80,6 +86,11 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Apply the next task's config, then reset the env (a running episode is abandoned)."""
         task = self._next_task
+        if seed is not None:
+            reseed = getattr(self.curriculum, "reseed", None)
+            if callable(reseed):
+                reseed(seed)
+            task = None  # drawn before the reseed: not from the seeded stream
         if task is None or self._running:
             task = self._accounting.draw_task()
         self._set_env_config(task.env_cfg)

@@ -1,23 +1,30 @@
-"""`curriculum-harness`: simulate a curriculum on a simulated student, or run one scenario.
+"""`curriculum-harness`: gate a curriculum, simulate one on a simulated student, run one scenario.
 
+    curriculum-harness gate [--curriculum MODULE:FACTORY] [--seeds N] [--report gate.md] [-n auto]
     curriculum-harness simulate --tasks 10 --algorithm learning_progress --epochs 500 --out runs/x
     curriculum-harness run impossible_tasks [--seed N] [--out DIR] [--plot]
     curriculum-harness list
+    curriculum-harness cleanup
 
-`simulate` writes `metrics.jsonl` (one metric dict per epoch, the names real training logs)
-and PNG plots into `--out`, shows progress on stderr and prints a summary table. `run` runs
-one module of `scenarios/` through pytest and returns pytest's exit code. Bad arguments exit
-with code 2 and a message naming the option, the value received and what is expected.
+`gate` runs the installed suites (`harness.gate`) and exits 0 when the gate passes, 1 when it
+fails. `simulate` writes `metrics.jsonl` (one metric dict per epoch, the names real training
+logs) and PNG plots into `--out`, shows progress on stderr and prints a summary table. `run`
+runs one suite module through pytest and returns pytest's exit code. `cleanup` removes the
+shared-memory segments and lock files of curricula whose creator died. Bad arguments exit with
+code 2 and a message naming the option, the value received and what is expected.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib.util
 import math
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections import Counter
@@ -30,9 +37,10 @@ __all__ = [
     "RUNNERS",
     "BACKENDS",
     "TRACKINGS",
-    "SEED_ENV",
+    "OWNED_OUTPUTS",
     "ProgressBar",
     "available_scenarios",
+    "default_run_name",
     "build_parser",
     "main",
 ]
@@ -45,8 +53,14 @@ BACKENDS: Final = ("Serial", "Multiprocessing")
 TRACKINGS: Final = ("shared", "centralized")
 IMPOSSIBLE_MODES: Final = ("zero", "noise")
 
-SEED_ENV: Final = "CURRICULUM_HARNESS_SCENARIO_SEED"
-"""Set by `run --seed N` for the child pytest: only the `scenario_seed == N` tests are kept."""
+METRICS_FILE: Final = "metrics.jsonl"
+
+OWNED_OUTPUTS: Final = (METRICS_FILE, "junit.xml", "metrics")
+"""What `simulate` and `run` write into `--out` besides the plots (`harness.plots.PLOT_FILES`);
+`--overwrite` removes exactly these (and the plots) before a new run."""
+
+_EXIT_GATE_FAILED: Final = 1
+_EXIT_USAGE: Final = 2
 
 _SCENARIO_PREFIX: Final = "test_"
 _PROG: Final = "curriculum-harness"
@@ -98,16 +112,19 @@ def _wrap(text: str) -> str:
     return textwrap.fill(text, width=_WIDTH)
 
 
-def _repo_scenarios_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "scenarios"
+def _installed_scenarios_dir() -> Path:
+    from harness.gate import suites_dir
+
+    return suites_dir()
 
 
 def scenarios_dir() -> Path:
-    """`./scenarios` when the working directory has one, else the one next to the harness package."""
+    """`./scenarios` when the working directory has suites there (a checkout, or a project's own
+    copy), else the suites installed with the harness (`harness.scenarios`)."""
     local = Path.cwd() / "scenarios"
     if any(local.glob(f"{_SCENARIO_PREFIX}*.py")):
         return local
-    return _repo_scenarios_dir()
+    return _installed_scenarios_dir()
 
 
 def available_scenarios(directory: Path | None = None) -> dict[str, str]:
@@ -131,16 +148,80 @@ def _scenario_listing(scenarios: Mapping[str, str]) -> str:
     return "\n".join(f"  {name:<{width}}  {doc}" for name, doc in scenarios.items())
 
 
+def _spec_type(option: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        module, sep, attribute = text.partition(":")
+        if not sep or not module or not attribute:
+            raise argparse.ArgumentTypeError(f"expected 'package.module:attribute', received {text!r}")
+        return text
+
+    parse.__name__ = option
+    return parse
+
+
+def _workers_type(text: str) -> str:
+    if text == "auto":
+        return text
+    try:
+        if int(text, 10) >= 1:
+            return str(int(text, 10))
+    except ValueError:
+        pass
+    raise argparse.ArgumentTypeError(f"expected 'auto' or a positive integer, received {text!r}")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The `curriculum-harness` argument parser (subcommands `simulate`, `run`, `list`)."""
+    """The `curriculum-harness` argument parser (subcommands `gate`, `simulate`, `run`, `list`, `cleanup`)."""
     parser = argparse.ArgumentParser(
         prog=_PROG,
-        description=_wrap("Validate curricula on simulated students: run a simulation with metrics, plots and a "
-            "summary, or run one scenario of the gate."),
+        description=_wrap("Gate a curriculum with the scenario suites, or look at what one does on simulated "
+            "students: run a simulation with metrics, plots and a summary, or run one suite."),
         epilog=f"`{_PROG} COMMAND --help` explains each command's options.",
         formatter_class=_Formatter,
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    gate = commands.add_parser(
+        "gate",
+        usage=f"{_PROG} gate [-h] [--curriculum MODULE:FACTORY] [--curriculum-env MODULE:CLASS] [--seeds N] "
+        "[--base-seed B] [--junitxml PATH] [--report PATH] [--margins PATH] [--expect PATH] [-n WORKERS] "
+        "[--learners] [-- PYTEST_ARGS ...]",
+        help="run the installed scenario suites on a curriculum; exit 0 if the gate passes, 1 if it fails",
+        description=_wrap("Run every scenario suite installed with the harness (pytest --pyargs harness.scenarios, "
+            "with the harness's own pytest settings) on the built-in curriculum or on yours, from any directory "
+            "(the current directory is on the import path, as with `python -m pytest`). Exit code 0: the gate "
+            "passed (with --expect: every test ended as expected); 1: it failed; 2: bad arguments. Arguments "
+            "after `--` go to pytest (e.g. -- -x -k eviction)."),
+        formatter_class=_Formatter,
+        epilog="examples:\n"
+        f"  {_PROG} gate                                          # the built-in curriculum\n"
+        f"  {_PROG} gate --curriculum mypkg.curricula:make_curriculum --report gate.md\n"
+        f"  {_PROG} gate --curriculum mypkg.curricula:make_curriculum --expect gate-expected.toml\n\n"
+        "the same run through pytest (your project's pytest settings apply):\n"
+        "  pytest --pyargs harness.scenarios --gate-curriculum=mypkg.curricula:make_curriculum",
+    )
+    gate.add_argument("--curriculum", type=_spec_type("--curriculum"), default=None, metavar="MODULE:FACTORY",
+                      help="FACTORY(config: CurriculumConfig) builds the curriculum under test (default: the "
+                      "built-in curriculum.Curriculum); what it must offer: docs/protocol.md")
+    gate.add_argument("--curriculum-env", type=_spec_type("--curriculum-env"), default=None, metavar="MODULE:CLASS",
+                      help="the env wrapper under test instead of curriculum.CurriculumEnv (same constructor)")
+    gate.add_argument("--seeds", type=_positive, default=None, metavar="N",
+                      help="sweep: run every seeded suite over base seeds 0..N-1 (default: base seed 0 only)")
+    gate.add_argument("--base-seed", type=_non_negative, default=None, metavar="B",
+                      help="run the seeded suites at base seed B instead of 0")
+    gate.add_argument("--junitxml", type=Path, default=None, metavar="PATH", help="also write a JUnit XML report")
+    gate.add_argument("--report", type=Path, default=None, metavar="PATH",
+                      help="write a markdown report (per suite: passed, failed with its numbers, skipped with the "
+                      "reason; the worst margin of every check), e.g. for $GITHUB_STEP_SUMMARY")
+    gate.add_argument("--margins", type=Path, default=None, metavar="PATH",
+                      help="also write every check's worst value and margin as JSON")
+    gate.add_argument("--expect", type=Path, default=None, metavar="PATH",
+                      help="a TOML file of expected outcomes ([[expect]] test = glob, outcome = passed|failed|skipped, "
+                      "match = substring of the message); the gate then passes when every test ends as expected")
+    gate.add_argument("-n", "--workers", type=_workers_type, default="auto", metavar="WORKERS",
+                      help="pytest-xdist worker processes: 'auto' (one per CPU) or a number (1: no worker processes)")
+    gate.add_argument("--learners", action="store_true", default=False,
+                      help="also run the real-learner tier (needs the [learners] extra)")
 
     simulate = commands.add_parser(
         "simulate",
@@ -192,7 +273,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="vectorized runner: every worker writes a shared-memory tracker, or the main "
                           "process records every completion and broadcasts stage changes")
     simulate.add_argument("--out", type=Path, default=None, metavar="DIR",
-                          help="output directory (default: runs/<algorithm>-<tasks>tasks-seed<seed>)")
+                          help="output directory, empty or new (default: runs/<name made of every option that "
+                          "changes the run>, e.g. runs/learning_progress-10tasks-pool32-direct-500x100-seed0)")
+    simulate.add_argument("--overwrite", action="store_true", default=False,
+                          help="reuse a non-empty --out: first remove the metrics and plots an earlier run wrote "
+                          "there (other files are kept)")
     simulate.add_argument("--plot", action=argparse.BooleanOptionalAction, default=True,
                           help="write PNG plots into the output directory")
     simulate.add_argument("--progress", action=argparse.BooleanOptionalAction, default=True,
@@ -217,9 +302,19 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--plot", action=argparse.BooleanOptionalAction, default=False,
                      help="plot every recorded run into DIR/<run>/ (needs --out)")
 
+    run.add_argument("--overwrite", action="store_true", default=False,
+                     help="reuse a non-empty --out: first remove what an earlier run wrote there")
+
     listing = commands.add_parser("list", help="list the scenarios `run` accepts", formatter_class=_Formatter,
                                   description="List the scenario modules of the gate, with what each protects.")
-    for command in (simulate, run, listing):
+    cleanup = commands.add_parser(
+        "cleanup", help="remove shared-memory segments and lock files left by curricula whose creator died",
+        formatter_class=_Formatter,
+        description=_wrap("Remove the shared-memory segments (and their lock files) of shared curricula whose "
+            "creating process no longer runs, e.g. after a SIGKILL or a container stop. Segments of running "
+            "processes are left alone."),
+    )
+    for command in (gate, simulate, run, listing, cleanup):
         command.set_defaults(command_parser=command)  # usage errors after parsing name the subcommand
     return parser
 
@@ -235,6 +330,57 @@ def _check_output_dir(parser: argparse.ArgumentParser, option: str, path: Path) 
         reason = exc.strerror or type(exc).__name__
         parser.error(f"argument {option}: cannot write to {str(path)!r} ({reason}); expected a writable directory")
     return path
+
+
+def _owned_outputs(path: Path) -> list[Path]:
+    """What an earlier `simulate` or `run` wrote into `path`: metrics, JUnit report, plots,
+    and the per-run plot folders of `run --plot` (folders holding only plots)."""
+    from harness.plots import PLOT_FILES
+
+    owned = [path / name for name in (*OWNED_OUTPUTS, *PLOT_FILES) if (path / name).exists()]
+    metrics = path / "metrics"
+    if metrics.is_dir():
+        for run in metrics.glob("*.jsonl"):
+            folder = path / run.stem
+            if folder.is_dir() and all(child.name in PLOT_FILES for child in folder.iterdir()):
+                owned.append(folder)
+    return owned
+
+
+def _prepare_output_dir(parser: argparse.ArgumentParser, option: str, path: Path, *, overwrite: bool) -> Path:
+    """A writable, empty output directory: a non-empty one is refused unless `overwrite`, which
+    removes what an earlier run wrote there (and nothing else), so no stale plot survives."""
+    metrics = path / METRICS_FILE
+    if metrics.is_dir():
+        parser.error(f"argument {option}: {str(metrics)!r} is a directory; expected {METRICS_FILE} to be a file "
+                     "the run writes (remove or rename that directory)")
+    if path.is_dir() and any(path.iterdir()):
+        if not overwrite:
+            parser.error(f"argument {option}: {str(path)!r} is not empty; expected a new or empty directory "
+                         "(pass --overwrite to replace an earlier run's metrics and plots there)")
+        for owned in _owned_outputs(path):
+            try:
+                shutil.rmtree(owned) if owned.is_dir() and not owned.is_symlink() else owned.unlink()
+            except OSError as exc:
+                parser.error(f"argument {option}: cannot remove the earlier run's {str(owned)!r} "
+                             f"({exc.strerror or type(exc).__name__})")
+    return _check_output_dir(parser, option, path)
+
+
+def default_run_name(args: argparse.Namespace) -> str:
+    """A run name made of every `simulate` option that changes the run, so runs that differ
+    never share a folder: algorithm, task space, pool, runner (with its backend, envs,
+    workers and tracking), epochs x episodes per epoch, seed."""
+    parts = [args.algorithm, f"{args.tasks}tasks"]
+    if args.impossible:
+        parts.append(f"{args.impossible}impossible-{args.impossible_mode}")
+    parts += [f"pool{args.pool}", args.runner]
+    if args.runner == "vectorized":
+        parts += [args.backend, f"{args.envs}envs", args.tracking]
+        if args.backend == "Multiprocessing" and args.workers is not None:
+            parts.append(f"{args.workers}workers")
+    parts += [f"{args.epochs}x{args.episodes_per_epoch}", f"seed{args.seed}"]
+    return "-".join(parts)
 
 
 # ---------------------------------------------------------------------------------- progress
@@ -344,8 +490,10 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
                      "use --tracking shared")
     if args.workers is not None and args.envs % args.workers:
         parser.error(f"argument --workers: expected a divisor of --envs {args.envs}, received {args.workers}")
-    out = args.out if args.out is not None else Path("runs") / f"{args.algorithm}-{args.tasks}tasks-seed{args.seed}"
-    _check_output_dir(parser, "--out", out)
+    if args.plot:
+        _require_gate_extra(parser, "matplotlib", "argument --plot")
+    out = args.out if args.out is not None else Path("runs") / default_run_name(args)
+    _prepare_output_dir(parser, "--out", out, overwrite=args.overwrite)
 
     from curriculum import Curriculum, gini_coefficient
     from harness import runners
@@ -355,16 +503,15 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     config = _build_config(args, space)
     episodes = args.epochs * args.episodes_per_epoch
     progress = ProgressBar(episodes, enabled=args.progress)
-    label = {"direct": "direct", "single": "single env",
-             "vectorized": f"vectorized {args.backend}, {args.envs} envs, {args.tracking} tracking"}[args.runner]
-    print(f"{args.algorithm} on {_describe_space(args)}, seed {args.seed}, {label} runner: "
+    runner = _describe_runner(args)
+    print(f"{args.algorithm} on {_describe_space(args)}, seed {args.seed}, {runner} runner: "
           f"{episodes:,} episodes", file=sys.stderr)
 
     def on_epoch(metrics: Mapping[str, Any]) -> None:
         progress.update(int(metrics.get("metric/agent_step", 0)))
 
     started = time.perf_counter()
-    with MetricsRecorder(out / "metrics.jsonl") as recorder:
+    with MetricsRecorder(out / METRICS_FILE) as recorder:
         if args.runner == "vectorized":
             result = runners.run_vectorized(
                 config, _SpaceFactory(args), backend=args.backend, tracking=args.tracking, num_envs=args.envs,
@@ -386,7 +533,8 @@ def _simulate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if args.plot:
         from harness.plots import write_plots
 
-        plots = write_plots(result.recorder, out, title=f"{args.algorithm}, {_describe_space(args)}, seed {args.seed}")
+        plots = write_plots(result.recorder, out, title=f"{args.algorithm}, {_describe_space(args)}, seed {args.seed}",
+                            runner=f"{runner} runner")
     print(_summary(args, space, result, elapsed, out, plots, gini_coefficient))
     return 0
 
@@ -402,6 +550,13 @@ class _SpaceFactory:
                                                impossible_mode=self.mode, seed=self.seed))
 
 
+def _describe_runner(args: argparse.Namespace) -> str:
+    if args.runner == "vectorized":
+        workers = f", {args.workers} workers" if args.backend == "Multiprocessing" and args.workers else ""
+        return f"vectorized {args.backend}, {args.envs} envs{workers}, {args.tracking} tracking"
+    return {"direct": "direct", "single": "single env"}[args.runner]
+
+
 def _describe_space(args: argparse.Namespace) -> str:
     if args.impossible:
         return f"{args.tasks} learnable + {args.impossible} {args.impossible_mode}-impossible tasks"
@@ -413,19 +568,23 @@ def _summary(args: argparse.Namespace, space: Any, result: Any, elapsed: float, 
     from harness.plots import PERFORMANCE_PREFIX
 
     last = result.recorder.last
-    performance = [v for k, v in last.items() if k.startswith(PERFORMANCE_PREFIX) and isinstance(v, (int, float))]
+    # the learnable tasks are the first --tasks ones; impossible tasks can never be mastered
+    learnable = [last.get(f"{PERFORMANCE_PREFIX}task_{i}") for i in range(args.tasks)]
+    performance = [v for v in learnable if isinstance(v, (int, float))]
     threshold = space.simulator.mastery_threshold
     mean_performance = sum(performance) / len(performance) if performance else math.nan
     mastered = sum(1 for v in performance if v >= threshold)
+    impossible = f"; {args.impossible} impossible tasks not counted" if args.impossible else ""
     counts: Counter = result.samples_by_label
     total = sum(counts.values())
     rows = [
         ("episodes", f"{result.episodes:,} ({len(result.recorder.epochs):,} epochs of {args.episodes_per_epoch:,})"),
         ("completions/s", f"{result.episodes / elapsed:,.0f}" if elapsed > 0 else "n/a"),
-        ("final mean performance", f"{mean_performance:.3f} (over {len(performance)} tasks, last epoch)"),
-        ("tasks mastered", f"{mastered} / {len(performance)} (performance >= {threshold:g})"),
+        ("final mean performance", f"{mean_performance:.3f} (over the {len(performance)} learnable tasks, last "
+                                   f"epoch{impossible})"),
+        ("tasks mastered", f"{mastered} of {len(performance)} learnable (performance >= {threshold:g})"),
         ("sampling Gini", f"{gini(list(counts.values())):.3f} (episodes per label, whole run; 0 = even)"),
-        ("metrics", str(out / "metrics.jsonl")),
+        ("metrics", str(out / METRICS_FILE)),
     ]
     if plots:
         rows.append(("plots", f"{len(plots)} PNGs in {plots[0].parent} ({', '.join(p.stem for p in plots)})"))
@@ -440,8 +599,86 @@ def _summary(args: argparse.Namespace, space: Any, result: Any, elapsed: float, 
     return "\n".join(lines)
 
 
+# ---------------------------------------------------------------------------------- gate
+def _require_gate_extra(parser: argparse.ArgumentParser, module: str, what: str) -> None:
+    """A usage error naming the `[gate]` extra when `module` (one of its dependencies) is missing."""
+    from harness.golden import PROJECT_NAME
+
+    if importlib.util.find_spec(module) is None:
+        parser.error(f"{what} needs {module}, which comes with the gate extra: pip install '{PROJECT_NAME}[gate]'")
+
+
+def _gate(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from harness import gate
+
+    _require_gate_extra(parser, "pytest", "the gate")
+    if args.seeds is not None and args.base_seed is not None:
+        parser.error(f"argument --base-seed: a sweep (--seeds {args.seeds}) runs base seeds 0..{args.seeds - 1}; "
+                     f"expected one of --seeds and --base-seed, received both")
+    expectations = None
+    if args.expect is not None:
+        try:
+            expectations = gate.load_expectations(args.expect)
+        except gate.ExpectationError as exc:
+            parser.error(f"argument --expect: {exc}")
+    for option, path in (("--report", args.report), ("--junitxml", args.junitxml), ("--margins", args.margins)):
+        if path is not None:
+            _check_output_dir(parser, option, path.parent if str(path.parent) else Path("."))
+            if path.is_dir():
+                parser.error(f"argument {option}: {str(path)!r} is a directory; expected a file path")
+    try:
+        suites = gate.suites_dir()
+    except FileNotFoundError as exc:
+        print(f"{_PROG} gate: error: {exc}", file=sys.stderr)
+        return _EXIT_USAGE
+    with tempfile.TemporaryDirectory(prefix="curriculum-gate-") as scratch:
+        junitxml = args.junitxml.resolve() if args.junitxml is not None else Path(scratch) / "junit.xml"
+        margins = args.margins.resolve() if args.margins is not None else Path(scratch) / "margins.json"
+        command = gate.pytest_command(
+            [gate.SUITES_PACKAGE], pyargs=True, rootdir=suites.parent, curriculum=args.curriculum,
+            curriculum_env=args.curriculum_env, seeds=args.seeds, base_seed=args.base_seed, workers=args.workers,
+            junitxml=junitxml, margins=margins, learners=args.learners, extra=args.pytest_args,
+        )
+        print("$ " + " ".join(command), file=sys.stderr, flush=True)
+        # Hypothesis keeps its example database in the scratch folder, not in the caller's directory
+        env = {**os.environ, "HYPOTHESIS_STORAGE_DIRECTORY": str(Path(scratch) / "hypothesis")}
+        started = time.perf_counter()
+        code = subprocess.run(command, env=env).returncode
+        elapsed = time.perf_counter() - started
+        if code == pytest_exit_codes()["USAGE_ERROR"]:
+            print(f"{_PROG} gate: error: pytest refused the arguments (its message is above)", file=sys.stderr)
+            return _EXIT_USAGE
+        outcome = gate.read_outcome(junitxml, margins, exit_code=code)
+    outcome.seconds = outcome.seconds or elapsed
+    outcome.curriculum, outcome.curriculum_env = args.curriculum, args.curriculum_env
+    outcome.seeds = (f"base seeds 0-{args.seeds - 1}" if args.seeds else f"base seed {args.base_seed or 0}")
+    mismatches = gate.compare_outcomes(outcome.tests, expectations) if expectations is not None else None
+    report = gate.render_report(outcome, mismatches=mismatches, expectations_path=args.expect)
+    if args.report is not None:
+        args.report.write_text(report + "\n", encoding="utf-8")
+    passed = (not mismatches and code in (0, 1)) if mismatches is not None else outcome.passed
+    headline = report.splitlines()[0].removeprefix("## ")
+    print(f"\n{headline}" + (f" (report: {args.report})" if args.report is not None else ""), file=sys.stderr)
+    if mismatches:
+        for mismatch in mismatches:
+            print(f"  {mismatch.test}: expected {mismatch.expected}, got {mismatch.actual}", file=sys.stderr)
+    if not outcome.tests:
+        print(f"{_PROG} gate: no test of the gate ran (pytest exit code {code})", file=sys.stderr)
+        return _EXIT_GATE_FAILED
+    return 0 if passed else _EXIT_GATE_FAILED
+
+
+def pytest_exit_codes() -> dict[str, int]:
+    """pytest's exit codes by name (imported lazily: the CLI must start without pytest)."""
+    import pytest
+
+    return {code.name: int(code) for code in pytest.ExitCode}
+
+
 # ---------------------------------------------------------------------------------- run / list
 def _run_scenario(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from harness.gate import pytest_command
+
     directory = scenarios_dir()
     scenarios = available_scenarios(directory)
     name = args.scenario[len(_SCENARIO_PREFIX):] if args.scenario.startswith(_SCENARIO_PREFIX) else args.scenario
@@ -451,21 +688,22 @@ def _run_scenario(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
                      f" (from {directory})")
     if args.plot and args.out is None:
         parser.error("argument --plot: needs --out DIR to write the plots into")
-    command = [sys.executable, "-m", "pytest", str(directory / f"{_SCENARIO_PREFIX}{name}.py"), "-p", "harness.cli"]
+    _require_gate_extra(parser, "pytest", "`run`")
+    if args.plot:
+        _require_gate_extra(parser, "matplotlib", "argument --plot")
     env = dict(os.environ)
-    if args.seed is not None:
-        command += [f"--gate-base-seed={args.seed}"]
-    metrics_dir = None
+    metrics_dir = junitxml = None
     if args.out is not None:
         from harness.runners import METRICS_DIR_ENV
 
-        out = _check_output_dir(parser, "--out", args.out)
+        out = _prepare_output_dir(parser, "--out", args.out, overwrite=args.overwrite)
         metrics_dir = out / "metrics"
         env[METRICS_DIR_ENV] = str(metrics_dir.resolve())
-        command += [f"--junitxml={(out / 'junit.xml').resolve()}"]
-    command += list(args.pytest_args)
+        junitxml = (out / "junit.xml").resolve()
+    command = pytest_command([str(directory / f"{_SCENARIO_PREFIX}{name}.py")], rootdir=directory.parent,
+                             base_seed=args.seed, junitxml=junitxml, extra=args.pytest_args)
     print("$ " + " ".join(command), file=sys.stderr)
-    code = subprocess.run(command, cwd=directory.parent, env=env).returncode
+    code = subprocess.run(command, env=env).returncode
     if metrics_dir is not None:
         runs = sorted(metrics_dir.glob("*.jsonl")) if metrics_dir.is_dir() else []
         print(f"\n{len(runs)} recorded run(s) in {metrics_dir}", file=sys.stderr)
@@ -473,23 +711,9 @@ def _run_scenario(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             from harness.plots import write_plots
 
             for path in runs:
-                write_plots(path, args.out / path.stem, title=path.stem)
+                write_plots(path, args.out / path.stem, title=path.stem, runner=f"suite {name}")
             print(f"plots in {args.out}/<run>/", file=sys.stderr)
     return code
-
-
-def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """pytest hook (this module is loaded with `-p harness.cli` by `run`): keep only `--seed N`."""
-    wanted = os.environ.get(SEED_ENV)
-    if wanted is None:
-        return
-    keep, drop = [], []
-    for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        (keep if "scenario_seed" not in params or str(params["scenario_seed"]) == wanted else drop).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
 
 
 def _list(_: argparse.ArgumentParser, __: argparse.Namespace) -> int:
@@ -499,7 +723,23 @@ def _list(_: argparse.ArgumentParser, __: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS: Final = {"simulate": _simulate, "run": _run_scenario, "list": _list}
+# ---------------------------------------------------------------------------------- cleanup
+def _cleanup(_: argparse.ArgumentParser, __: argparse.Namespace) -> int:
+    try:
+        from curriculum.memory import remove_orphaned_segments
+    except ImportError:
+        print(f"{_PROG} cleanup: error: this version of curriculum.memory has no remove_orphaned_segments(); "
+              "expected a curriculum-harness release with orphan cleanup", file=sys.stderr)
+        return _EXIT_USAGE
+    removed = remove_orphaned_segments()
+    names = list(removed) if isinstance(removed, (list, tuple, set)) else []
+    count = len(names) if names or isinstance(removed, (list, tuple, set)) else int(removed or 0)
+    print(f"removed {count} orphaned shared-memory segment(s) and lock file(s)"
+          + (":\n" + "\n".join(f"  {name}" for name in names) if names else ""))
+    return 0
+
+
+_COMMANDS: Final = {"gate": _gate, "simulate": _simulate, "run": _run_scenario, "list": _list, "cleanup": _cleanup}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -514,9 +754,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, pytest_args = argv[:cut], argv[cut + 1:]
     try:
         args = parser.parse_args(argv)
-        if pytest_args and args.command != "run":
-            args.command_parser.error(f"unrecognized arguments: -- {' '.join(pytest_args)} (only `run` passes "
-                                      "arguments after -- to pytest)")
+        if pytest_args and args.command not in ("run", "gate"):
+            args.command_parser.error(f"unrecognized arguments: -- {' '.join(pytest_args)} (only `run` and `gate` "
+                                      "pass arguments after -- to pytest)")
         args.pytest_args = pytest_args
         return _COMMANDS[args.command](args.command_parser, args)
     except SystemExit as exc:  # argparse's usage errors (2) and --help (0)

@@ -21,8 +21,8 @@ Shared contract (what a curriculum wrapper can rely on):
 - `set_env_config(env_cfg)` validates the config at once (a ValueError names the missing or
   bad key) and stores it; it takes effect at the next `reset()`, never mid-episode. Each
   config is read against the constructor defaults (keys it leaves out take the constructor
-  value, not the previous config's). The metadata keys `label` and `task_tag`
-  (`harness.episodes.METADATA_KEYS`) do not change the env and are recorded with the episode;
+  value, not the previous config's). The metadata key `label`
+  (`harness.episodes.METADATA_KEYS`) does not change the env and is recorded with the episode;
   any other key the env does not read is refused by name, so a misspelled key cannot be
   silently dropped.
 - `infos` is a list: empty on ordinary steps and resets, exactly one dict at the step that

@@ -6,9 +6,10 @@ ended and how many steps it took. The stats pipeline skips it (it is not a numbe
 carries it across worker processes like any info value, and the accounting oracle
 (`harness.oracle`) recomputes every number the curriculum and the pipeline report from it.
 
-Which task an episode ran is read from the config itself: `TaggedTaskGenerator` writes the id
-the task was generated for (`TASK_TAG_KEY`) and its label into every env config, and the envs
-record them as metadata (they do not change the dynamics).
+Which task an episode ran is read from the config itself: a task is its label and its env
+config (`EpisodeRecord.identity`). `LabelledTaskGenerator` writes the label into every env
+config, and the envs record it as metadata (it does not change the dynamics). Copies of one
+configuration are one task to the student; the curriculum may give them different ids.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from curriculum.generators import TaskGenerator
 
 __all__ = [
     "EPISODE_RECORD_KEY",
-    "TASK_TAG_KEY",
     "TASK_LABEL_KEY",
     "METADATA_KEYS",
     "ENDED_TERMINAL",
@@ -31,17 +31,16 @@ __all__ = [
     "ENDED_DESYNC",
     "ENDINGS",
     "EpisodeRecord",
-    "TaggedTaskGenerator",
+    "LabelledTaskGenerator",
+    "task_identity",
     "new_env_name",
 ]
 
 EPISODE_RECORD_KEY: Final = "harness_episode"
 """Info key of the `EpisodeRecord` a harness env reports at the end of each episode."""
-TASK_TAG_KEY: Final = "task_tag"
-"""Env config key holding the id the task was generated for (metadata, no effect on the env)."""
 TASK_LABEL_KEY: Final = "label"
 """Env config key holding the task's label (metadata, no effect on the env)."""
-METADATA_KEYS: Final = frozenset({TASK_TAG_KEY, TASK_LABEL_KEY})
+METADATA_KEYS: Final = frozenset({TASK_LABEL_KEY})
 """Env config keys every harness env accepts, records and otherwise ignores."""
 
 ENDED_TERMINAL: Final = "terminal"
@@ -69,7 +68,7 @@ class EpisodeRecord:
     index: int
     """Episode number within that env, from 0."""
     config: Mapping[str, Any]
-    """The settings the episode ran with, metadata keys (`task_tag`, `label`) included."""
+    """The settings the episode ran with, the metadata key `label` included."""
     returns: tuple[float, ...]
     """Each agent's return, counted up to that agent's own end."""
     ended: str
@@ -80,31 +79,38 @@ class EpisodeRecord:
     """Env-specific facts (e.g. the student's performance on the task after the episode)."""
 
     @property
-    def tag(self) -> Any:
-        """The id the task was generated for, if the config carried one."""
-        return self.config.get(TASK_TAG_KEY)
-
-    @property
     def label(self) -> str | None:
         """The task's label, if the config carried one."""
         return self.config.get(TASK_LABEL_KEY)
 
+    @property
+    def identity(self) -> str:
+        """The task the episode ran: its label and config (`task_identity`)."""
+        return task_identity(self.config, self.label)
 
-class TaggedTaskGenerator(TaskGenerator):
-    """Wraps a generator so that every env config names its task: `task_tag` (the id it was
-    generated for) and `label`. Same tasks, same labels, same draws as the wrapped generator."""
+
+def task_identity(env_cfg: Mapping[str, Any], label: str | None) -> str:
+    """A task as the student sees it: label and env config (metadata keys left out), as text
+    that is the same in every process."""
+    settings = sorted((key, value) for key, value in env_cfg.items() if key not in METADATA_KEYS)
+    return f"{label}:{settings!r}"
+
+
+class LabelledTaskGenerator(TaskGenerator):
+    """Wraps a generator so that every env config carries its task's label (recorded by the
+    harness envs). Same tasks, same labels, same draws as the wrapped generator."""
 
     def __init__(self, inner: TaskGenerator) -> None:
         if not isinstance(inner, TaskGenerator):
-            raise TypeError(f"Expected a TaskGenerator to tag, received {type(inner).__name__}")
+            raise TypeError(f"Expected a TaskGenerator to label, received {type(inner).__name__}")
         self.inner = inner
 
     def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
         env_cfg, label = self.inner.generate(task_id)
-        return {**env_cfg, TASK_TAG_KEY: task_id, TASK_LABEL_KEY: label}, label
+        return {**env_cfg, TASK_LABEL_KEY: label}, label
 
     def describe(self) -> dict[str, Any]:
-        return {"type": "tagged", "inner": self.inner.describe()}
+        return {"type": "labelled", "inner": self.inner.describe()}
 
     @property
     def labels(self) -> tuple[str, ...]:

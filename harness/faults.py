@@ -49,7 +49,10 @@ class _NoiseRewardingLP(LearningProgressAlgorithm):
 
 
 def _with_algorithm(curriculum: Curriculum, algorithm_class: type) -> Curriculum:
+    """`curriculum` with its learning-progress algorithm replaced (other algorithms kept)."""
     old = curriculum._algorithm
+    if not isinstance(old, LearningProgressAlgorithm):
+        return curriculum
     new = algorithm_class(old.config, old.capacity, old.generator)
     new.bind(curriculum.tracker)
     curriculum._algorithm = new

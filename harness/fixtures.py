@@ -50,6 +50,7 @@ __all__ = [
     "check_limit",
     "check_statistic",
     "require_capability",
+    "suite_capabilities",
     "oracle",
     "judge",
     "setup_runs",
@@ -178,6 +179,50 @@ def check_statistic(request: pytest.FixtureRequest, scenario_seed: int) -> Calla
         assert ok, format_statistic_failure(what, values, seeds, limit, upper=upper, fmt=fmt)
 
     return check
+
+
+#: (suite, factory, env class) -> why the suite skips on that curriculum (None: it runs).
+_SUITE_SKIPS: dict[tuple[str, Any, Any], str | None] = {}
+
+
+def _suite_skip(suite: str, factory: Any, env_class: Any) -> str | None:
+    """Why `suite` cannot run on what `factory` builds, judged by `harness.protocol.SUITES` on
+    a probe curriculum of the first config kind the suite hands its factory."""
+    from curriculum.errors import CurriculumConfigError
+    from harness.protocol import SUITES, _sample_config, suite_readiness
+
+    key = (suite, factory, env_class)
+    if key not in _SUITE_SKIPS:
+        kind = SUITES[suite].configs[0]
+        try:
+            probe = factory(_sample_config(kind))
+        except (CurriculumConfigError, NotImplementedError) as error:
+            _SUITE_SKIPS[key] = f"the factory refuses a {kind} config: {type(error).__name__}: {error}"
+        else:
+            readiness = [r for r in suite_readiness(probe, factory=factory, env_class=env_class) if r.suite == suite]
+            _SUITE_SKIPS[key] = "; ".join(readiness[0].skips_because) or None
+            close = getattr(probe, "close", None)
+            if callable(close):
+                close()
+    return _SUITE_SKIPS[key]
+
+
+@pytest.fixture(autouse=True)
+def suite_capabilities(request: pytest.FixtureRequest, uses_builtin_curriculum: bool) -> None:
+    """A suite whose required capabilities (`harness.protocol.SUITES`) the curriculum under test
+    lacks skips with the reason; the built-in curriculum must have them all (it fails)."""
+    from harness.protocol import SUITES
+
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    suite = module[len("test_"):] if module.startswith("test_") else None
+    if suite not in SUITES:
+        return
+    factory = request.getfixturevalue("curriculum_factory")
+    env_class = None if uses_builtin_curriculum else request.getfixturevalue("curriculum_env_class")
+    reason = _suite_skip(suite, factory, env_class)
+    if reason is not None:
+        assert not uses_builtin_curriculum, f"the built-in curriculum cannot run suite {suite}: {reason}"
+        pytest.skip(reason)
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ imported from `curriculum`), every number the curriculum and the stats pipeline 
   with what the wrapper reported for that episode in the same info dict and checks it: one
   episode, the label of the config that ran, the score the returns give (`score_fn`, default
   the mean over agents), a completion for full episodes (time-limit truncations included) and
-  none for desync cuts, and one task id per task config and back.
+  none for desync cuts, and one task (label and config) per task id.
 - The pipeline: `epoch(metrics)` recomputes the epoch's `metric/*`, `overview/*` and
   `env_*` metrics from the raw info dicts observed since the previous epoch (counters summed,
   gauges averaged, identifiers dropped, Gini and entropy of the per-label samples) and from the
@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.episodes import ENDED_DESYNC, EPISODE_RECORD_KEY, METADATA_KEYS, EpisodeRecord
+from harness.episodes import ENDED_DESYNC, EPISODE_RECORD_KEY, EpisodeRecord, task_identity
 
 __all__ = [
     "AccountingOracle",
@@ -184,7 +184,7 @@ class _Episode:
 
     def where(self) -> str:
         r = self.record
-        return f"episode {r.index} of env {r.env} (task tag {r.tag}, label {r.label!r})"
+        return f"episode {r.index} of env {r.env} ({r.identity})"
 
 
 @dataclass
@@ -265,9 +265,7 @@ class AccountingOracle:
         self._epoch_episodes: list[_Episode] = []
         self._epochs = 0
         self._unpaired: list[EpisodeRecord] = []
-        self._tag_of_id: dict[Any, Any] = {}
-        self._id_of_tag: dict[Any, Any] = {}
-        self._config_of_tag: dict[Any, dict[str, Any]] = {}
+        self._task_of_id: dict[Any, str] = {}
         self._watched: WatchedCurriculum | None = None
         self.pool_reports: list[dict[str, Any]] = []
         """Pool-wide numbers reported in the infos (`curriculum_stats/<key>` without the group), in order."""
@@ -316,7 +314,7 @@ class AccountingOracle:
                     continue
                 self._add_episode(self._unpaired.pop(0), claims)
         for record in self._unpaired:
-            self.mismatch(f"episode {record.index} of env {record.env} (task tag {record.tag}) ended but the wrapper "
+            self.mismatch(f"episode {record.index} of env {record.env} ({record.identity}) ended but the wrapper "
                           "reported no episode for it")
         self._unpaired.clear()
 
@@ -349,22 +347,12 @@ class AccountingOracle:
                               f"reported {label_completions}")
             if claims.get(_LATE, 0) not in (0, 1):
                 self.mismatch(f"late_completions for {where}: expected 0 or 1, reported {claims.get(_LATE)!r}")
-        task_id, tag = claims.get(_TASK_ID), record.tag
-        if tag is not None:
-            config = {k: v for k, v in record.config.items() if k not in METADATA_KEYS}
-            known_config = self._config_of_tag.setdefault(tag, config)
-            if known_config != config:
-                self.mismatch(f"the task of tag {tag} ran with config {config} in {where}, but earlier with "
-                              f"{known_config}: a task's config must be a function of its id")
-        if task_id is not None and tag is not None:
-            known_tag = self._tag_of_id.setdefault(task_id, tag)
-            known_id = self._id_of_tag.setdefault(tag, task_id)
-            if known_tag != tag:
-                self.mismatch(f"task id {task_id} was reported for {where}, but earlier for the config of task tag "
-                              f"{known_tag}: an episode was credited to the wrong task")
-            elif known_id != task_id:
-                self.mismatch(f"the config of task tag {tag} ran as task id {task_id} in {where}, but earlier as task "
-                              f"id {known_id}: one task config, two ids")
+        task_id = claims.get(_TASK_ID)
+        if task_id is not None:
+            known = self._task_of_id.setdefault(task_id, record.identity)
+            if known != record.identity:
+                self.mismatch(f"task id {task_id} was reported for {where}, but earlier for {known}: an episode was "
+                              "credited to the wrong task, or one id names two tasks")
 
     # ---- the pipeline ------------------------------------------------------------------------
     def epoch(self, metrics: Mapping[str, Any], *, agent_step: int | None = None,
@@ -513,8 +501,8 @@ class AccountingOracle:
             by_task[episode.task_id].append(episode.score)
         active = getattr(curriculum, "active_tasks", None)
         if callable(active):
-            for task in active():
-                _check_task(self, task, by_task.get(task.task_id, []), where)
+            for task in active():  # the order of records across processes is unknown: no last score
+                _check_task(self, task, by_task.get(task.task_id, []), where, ordered=False)
 
 
 def _pool_entries(stats: Mapping[str, Any]) -> dict[str, Any]:
@@ -535,8 +523,9 @@ def _same_numbers(report: Mapping[str, Any], entries: Mapping[str, Any], toleran
     return all(_close(_number(report[k]), _number(entries[k]), tolerance=tolerance) for k in report)
 
 
-def _check_task(oracle: AccountingOracle, task: Any, scores: list[float], where: str) -> None:
-    """A pool task's live numbers against the scores credited to it since it entered the pool."""
+def _check_task(oracle: AccountingOracle, task: Any, scores: list[float], where: str, *, ordered: bool = True) -> None:
+    """A pool task's live numbers against the scores credited to it since it entered the pool
+    (`ordered`: in the order they were recorded, so the last score is known too)."""
     name = f"task {task.task_id} ({getattr(task, 'label', '?')!r}) {where}"
     completions = getattr(task, "num_completions", None)
     if completions is not None:
@@ -544,7 +533,7 @@ def _check_task(oracle: AccountingOracle, task: Any, scores: list[float], where:
     mean = getattr(task, "mean_score", None)
     if mean is not None:
         oracle._compare("mean_score of", math.fsum(scores) / len(scores) if scores else 0.0, mean, name)
-    last = getattr(task, "last_score", None)
+    last = getattr(task, "last_score", None) if ordered else None
     if last is not None:
         oracle._compare("last_score of", scores[-1] if scores else 0.0, last, name)
 
@@ -582,17 +571,19 @@ class WatchedCurriculum:
 
     # ---- recorded calls ----------------------------------------------------------------------
     def get_task(self) -> Any:
+        stage_before = self.inner.stage if self.staged is not None else None
         task = self.inner.get_task()
         oracle = self.oracle
         task_id = task.task_id
-        env_cfg = getattr(task, "env_cfg", {}) or {}
-        identity = (getattr(task, "label", None), env_cfg.get("task_tag") if isinstance(env_cfg, Mapping) else None)
+        env_cfg = getattr(task, "env_cfg", None)
+        label = getattr(task, "label", None)
+        identity = (label, task_identity(env_cfg, label) if isinstance(env_cfg, Mapping) else None)
         known = self.identity.setdefault(task_id, identity)
         if known != identity:
-            oracle.mismatch(f"get_task() handed out task {task_id} as (label, tag) {identity}, earlier as {known}")
+            oracle.mismatch(f"get_task() handed out task {task_id} as {identity[1]}, earlier as {known[1]}")
         if task_id in self.departed:
             oracle.mismatch(f"get_task() handed out task {task_id}, which had left the pool")
-        self._observe_pool(f"after handing out task {task_id}")
+        self._observe_pool(f"after handing out task {task_id}", stage_before=stage_before)
         if self.pool is not None and task_id not in self.pool:
             oracle.mismatch(f"get_task() handed out task {task_id}, which is not in the pool {sorted(self.pool)}")
         self.handed[task_id] += 1
@@ -622,17 +613,13 @@ class WatchedCurriculum:
         else:
             self.total += 1
             self.credited[task_id].append(float(score))
+            if self.staged is not None and label is None:
+                self.staged = None  # which stage a task belongs to cannot be told: no replay (no pool, not handed out here)
             if self.staged is not None:
                 self.staged.credit(label, float(score))
-        before = set(self.pool) if self.pool is not None else None
-        self._observe_pool(f"after {where}")
-        if before is not None and self.pool is not None:
-            gone = before - set(self.pool)
-            stage_changed = self.staged is not None and self.inner.stage != stage_before
-            if gone and not stage_changed:
-                self.evictions += len(gone)
-            if not late and task_id in self.pool:
-                _check_task(oracle, self.pool[task_id], self.credited[task_id], f"after {where}")
+        self._observe_pool(f"after {where}", stage_before=stage_before)
+        if self.pool is not None and not late and task_id in self.pool:
+            _check_task(oracle, self.pool[task_id], self.credited[task_id], f"after {where}")
         if self.staged is not None:
             stage = self.inner.stage
             if stage != self.staged.stage:
@@ -653,7 +640,9 @@ class WatchedCurriculum:
         return pickle.loads, (pickle.dumps(self.inner),)
 
     # ---- checks ------------------------------------------------------------------------------
-    def _observe_pool(self, when: str) -> None:
+    def _observe_pool(self, when: str, *, stage_before: Any = None) -> None:
+        """Look at the pool; a task that left it while the stage stayed was evicted (whether the
+        curriculum evicts when it records a completion or when it draws the next task)."""
         active = getattr(self.inner, "active_tasks", None)
         if not callable(active):
             return
@@ -666,7 +655,10 @@ class WatchedCurriculum:
         if returned:
             oracle.mismatch(f"tasks {sorted(returned)} left the pool and came back {when}")
         if self.pool is not None:
-            self.departed |= set(self.pool) - set(pool)
+            gone = set(self.pool) - set(pool)
+            if gone and (self.staged is None or self.inner.stage == stage_before):
+                self.evictions += len(gone)
+            self.departed |= gone
             for task_id in set(pool) - set(self.pool):
                 _check_task(oracle, pool[task_id], [], f"entering the pool {when}")  # a new task starts from nothing
         self.ever |= set(pool)

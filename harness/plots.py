@@ -1,9 +1,14 @@
 """PNG plots of a run's per-epoch metrics: what a curriculum did, as curves rather than logs.
 
 Input is a `MetricsRecorder`, a `metrics.jsonl` path or a list of per-epoch metric dicts; the
-x-axis is `metric/agent_step` (episodes so far). Figures are drawn with matplotlib's Agg
-canvas directly (no pyplot, no global backend switch, no display needed), so plotting is safe
-in tests, worker processes and headless CI.
+x-axis is `metric/agent_step`, which the harness's runners count in episodes completed (the
+axis says so). Figures are drawn with matplotlib's Agg canvas directly (no pyplot, no global
+backend switch, no display needed), so plotting is safe in tests, worker processes and
+headless CI.
+
+Lines that often lie on top of each other (mastered tasks all at 1.0, labels with the same
+learning progress) differ in line style and marker as well as colour; counts (tasks
+mastered) are drawn as steps; `write_plots(..., runner=...)` names the runner in every title.
 
 - `task_performance.png`: the student's performance per task (`env_task_dependency/performance/*`)
 - `sampling_share.png`: share of each epoch's episodes per label, stacked (`per_label_samples/*`)
@@ -34,6 +39,8 @@ __all__ = [
     "plot_gini",
     "plot_overview",
     "write_plots",
+    "series_style",
+    "X_LABEL",
 ]
 
 X_KEY: Final = "metric/agent_step"
@@ -97,10 +104,33 @@ def _number(value: Any) -> float:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else math.nan
 
 
+X_LABEL: Final = f"episodes completed ({X_KEY})"
+"""What the x-axis counts: the harness's runners count `metric/agent_step` in episodes."""
+
+_LINE_STYLES: Final = ("-", "--", "-.", ":")
+_MARKERS: Final = ("o", "s", "^", "D", "v", "P", "X", "*")
+_MARKS_PER_LINE: Final = 8
+
+
 def _x(epochs: Epochs) -> tuple[list[float], str]:
     if all(X_KEY in epoch for epoch in epochs):
-        return [_number(epoch[X_KEY]) for epoch in epochs], "episodes (metric/agent_step)"
+        return [_number(epoch[X_KEY]) for epoch in epochs], X_LABEL
     return list(range(len(epochs))), "epoch"
+
+
+def series_style(index: int, count: int, points: int) -> dict[str, Any]:
+    """Line style and markers of series `index` of `count`: overlapping series stay apart.
+
+    Markers sit at staggered points of each line (series i starts i points later), so lines
+    drawn on top of each other still show every series' marker.
+    """
+    every = max(1, points // _MARKS_PER_LINE)
+    return {
+        "linestyle": _LINE_STYLES[index % len(_LINE_STYLES)],
+        "marker": _MARKERS[index % len(_MARKERS)],
+        "markevery": (min(index * max(1, every // max(count, 1)), max(points - 1, 0)), every),
+        "markersize": 4,
+    }
 
 
 def _new_figure(size: tuple[float, float] = _WIDE) -> Any:
@@ -155,9 +185,9 @@ def plot_task_performance(source: MetricsSource, path: str | Path, *, title: str
     if not tasks:
         _empty(axes, "per-task performance")
     colours = _colours(len(tasks))
-    for task, colour in zip(tasks, colours):
+    for index, (task, colour) in enumerate(zip(tasks, colours)):
         axes.plot(x, [_number(e.get(PERFORMANCE_PREFIX + task)) for e in epochs], color=colour, label=task,
-                  linewidth=1.6)
+                  linewidth=1.6, **series_style(index, len(tasks), len(x)))
     if tasks:
         axes.set_ylim(-0.02, 1.02)
         axes.set_xlabel(x_label)
@@ -255,8 +285,9 @@ def plot_lp_scores(source: MetricsSource, path: str | Path, *, title: str | None
     if not labels:
         _empty(axes, "per-label LP scores (the algorithm may not compute learning progress)")
     colours = _colours(len(labels))
-    for label, colour in zip(labels, colours):
-        axes.plot(x, [_number(e.get(LP_PREFIX + label)) for e in epochs], color=colour, label=label, linewidth=1.4)
+    for index, (label, colour) in enumerate(zip(labels, colours)):
+        axes.plot(x, [_number(e.get(LP_PREFIX + label)) for e in epochs], color=colour, label=label, linewidth=1.4,
+                  **series_style(index, len(labels), len(x)))
     if labels:
         axes.set_xlabel(x_label)
         axes.set_ylabel("learning-progress score")
@@ -276,11 +307,10 @@ def plot_gini(source: MetricsSource, path: str | Path, *, title: str | None = No
     figure = _new_figure((10.0, 4.6))
     axes = figure.add_subplot()
     drawn = 0
-    styles = ("-", "-", (0, (4, 3)))  # sampling dashed: it often coincides with occupancy
-    for (key, name), colour, style in zip(GINI_KEYS.items(), _colours(len(GINI_KEYS)), styles):
-        if any(key in e for e in epochs):
+    for index, ((key, name), colour) in enumerate(zip(GINI_KEYS.items(), _colours(len(GINI_KEYS)))):
+        if any(key in e for e in epochs):  # sampling often coincides with occupancy: styles keep them apart
             axes.plot(x, [_number(e.get(key)) for e in epochs], color=colour, label=name, linewidth=1.5,
-                      linestyle=style)
+                      **series_style(index, len(GINI_KEYS), len(x)))
             drawn += 1
     if drawn:
         axes.set_ylim(-0.02, 1.02)
@@ -316,7 +346,8 @@ def plot_overview(source: MetricsSource, path: str | Path, *, title: str | None 
     if any(mastered_key in e for e in epochs):
         right = axes.twinx()
         lines += right.plot(x, [_number(e.get(mastered_key)) for e in epochs], color="tab:red", linestyle="--",
-                            label="tasks mastered", linewidth=1.4)
+                            label="tasks mastered (mean over the epoch's episodes)", linewidth=1.4,
+                            drawstyle="steps-post")
         right.set_ylabel("tasks mastered")
         right.set_ylim(bottom=0)
         right.yaxis.get_major_locator().set_params(integer=True)
@@ -337,13 +368,16 @@ PLOT_FILES: Final[dict[str, Callable[..., Path]]] = {
 """File name -> plotting function; `write_plots` writes all of them."""
 
 
-def write_plots(source: MetricsSource, out_dir: str | Path, *, title: str | None = None) -> list[Path]:
-    """Write every plot of `PLOT_FILES` into `out_dir`; `title` (a run name) prefixes each title."""
+def write_plots(source: MetricsSource, out_dir: str | Path, *, title: str | None = None,
+                runner: str | None = None) -> list[Path]:
+    """Write every plot of `PLOT_FILES` into `out_dir`; `title` (a run name) and `runner` (what
+    made the metrics, e.g. "direct runner") are added to each plot's title."""
     epochs = load_epochs(source)
     out = Path(out_dir)
+    about = "; ".join(part for part in (title, runner) if part)
     written = []
     for name, plot in PLOT_FILES.items():
-        written.append(plot(epochs, out / name, title=f"{TITLES[name]} ({title})" if title else None))
+        written.append(plot(epochs, out / name, title=f"{TITLES[name]}\n({about})" if about else None))
     return written
 
 

@@ -1,8 +1,7 @@
 """Task spaces the scenarios run on: a simulated student plus the generator of its tasks.
 
-A task's env config is `{"task_index": i}`: the student task it trains, plus the metadata
-`task_tag` and `label` (`harness.episodes.TaggedTaskGenerator`), so every episode record names
-the task it ran. Labels group the task indices for per-label metrics; impossible ones end in
+A task's env config is `{"task_index": i}`: the student task it trains, plus its `label`
+(`harness.episodes.LabelledTaskGenerator`), so every episode record names the task it ran. Labels group the task indices for per-label metrics; impossible ones end in
 `IMPOSSIBLE_SUFFIX`.
 """
 
@@ -13,7 +12,7 @@ from typing import Any
 
 from curriculum import BucketedTaskGenerator, TaskGenerator, WeightedTaskSetGenerator
 from curriculum.errors import CurriculumConfigError
-from harness.episodes import TaggedTaskGenerator
+from harness.episodes import LabelledTaskGenerator
 from harness.simulator import TaskDependencySimulator
 
 __all__ = ["IMPOSSIBLE_SUFFIX", "TaskSpace", "impossible_task_space", "chain_task_space", "CyclicTaskGenerator",
@@ -59,7 +58,7 @@ def impossible_task_space(
         seed=seed,
     )
     impossible_label = f"{mode}{IMPOSSIBLE_SUFFIX}"
-    generator = TaggedTaskGenerator(WeightedTaskSetGenerator(
+    generator = LabelledTaskGenerator(WeightedTaskSetGenerator(
         [
             (BucketedTaskGenerator({}, {"task_index": list(range(num_learnable))}, label="learnable", seed=seed),
              num_learnable),
@@ -74,7 +73,7 @@ def impossible_task_space(
 def chain_task_space(*, num_tasks: int = 10, seed: int = 0, **simulator_kwargs: Any) -> TaskSpace:
     """A prerequisite chain: task i needs task i-1; task i is labelled `task_<i>`."""
     simulator = TaskDependencySimulator(num_tasks, seed=seed, **simulator_kwargs)
-    generator = TaggedTaskGenerator(WeightedTaskSetGenerator(
+    generator = LabelledTaskGenerator(WeightedTaskSetGenerator(
         [BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}", seed=seed) for i in range(num_tasks)],
         seed=seed,
     ))
@@ -107,5 +106,5 @@ class CyclicTaskGenerator(TaskGenerator):
 def forgetting_task_space(*, num_tasks: int = 4, forgetting_rate: float = 5e-4, seed: int = 0) -> TaskSpace:
     """Independent tasks that are forgotten without practice, one pool slot pattern per task."""
     simulator = TaskDependencySimulator(num_tasks, edges=[], forgetting_rate=forgetting_rate, seed=seed)
-    generator = TaggedTaskGenerator(CyclicTaskGenerator(num_tasks))
+    generator = LabelledTaskGenerator(CyclicTaskGenerator(num_tasks))
     return TaskSpace(simulator, generator, generator.labels, ())

@@ -220,9 +220,9 @@ class WorkerStreamLimits:
     compared_prefix: int = 40
     """Episodes of two workers' first envs compared position by position."""
     max_shared_draws: int = 12
-    """Positions where two independent uniform streams may draw the same task: the count is
-    Binomial(40, 1/48), mean 0.8; 12 or more has probability below 1e-12. Identical streams
-    score 40."""
+    """Positions where two independent uniform streams may draw the same task (32 distinct
+    configurations in the pool): the count is about Binomial(40, 0.04), mean 1.6; 12 or more
+    has probability below 1e-7. Identical streams score 40."""
     other_seed_offset: int = 1000
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from curriculum import BucketedTaskGenerator, CurriculumConfig, UniformConfig
 from harness.envs import ExactAccountingEnv
-from harness.episodes import TaggedTaskGenerator
+from harness.episodes import LabelledTaskGenerator
 from harness.thresholds import ENV_WRAPPER as LIMITS
 
 
@@ -37,7 +37,7 @@ def _score(returns) -> float:
 
 def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_factory, curriculum_env_class,
                                                                  scenario_seed, golden, oracle) -> None:
-    generator = TaggedTaskGenerator(BucketedTaskGenerator(
+    generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]}, label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="single env")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(

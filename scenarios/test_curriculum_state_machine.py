@@ -264,8 +264,12 @@ class CurriculumMachine(RuleBasedStateMachine):
 
     @rule(data=st.data())
     def unknown_task(self, data: st.DataObject) -> None:
+        """An id never in the pool: negative, or (when the pool is visible) above every id seen;
+        a hidden pool may hold any id >= 0 (a fixed task space), so only negative ones are sent."""
         beyond = max(self._known_ids(), default=-1) + 1
-        task_id = data.draw(st.one_of(st.integers(beyond, beyond + 1000), st.integers(-1000, -1)), label="task_id")
+        negative = st.integers(-1000, -1)
+        ids = negative if self.pool is None else st.one_of(st.integers(beyond, beyond + 1000), negative)
+        task_id = data.draw(ids, label="task_id")
         self._refused(task_id, 0.5, UnknownTaskError)
 
     def _refused(self, task_id: Any, score: float, error: type[Exception]) -> None:

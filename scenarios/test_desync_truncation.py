@@ -20,7 +20,7 @@ import pytest
 
 from curriculum import BucketedTaskGenerator, CurriculumConfig, SingleTaskGenerator, UniformConfig
 from harness.envs import ExactAccountingEnv, ResourceChainEnv
-from harness.episodes import ENDED_DESYNC, ENDED_TERMINAL, ENDED_TRUNCATED, TaggedTaskGenerator
+from harness.episodes import ENDED_DESYNC, ENDED_TERMINAL, ENDED_TRUNCATED, LabelledTaskGenerator
 from harness.thresholds import DESYNC as LIMITS
 
 
@@ -36,7 +36,7 @@ def _run(curriculum_factory, env_class, desync: str, scenario_seed: int, oracle)
     def score(returns) -> float:
         return min(float(sum(returns) / len(returns)) / full, 1.0)
 
-    config = CurriculumConfig(task_generator=TaggedTaskGenerator(
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(
         SingleTaskGenerator({"max_steps": LIMITS.max_steps}, label="arena")),
         algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
     watcher = oracle(score_fn=score, context=f"desync {desync}")
@@ -65,8 +65,8 @@ def _run(curriculum_factory, env_class, desync: str, scenario_seed: int, oracle)
     desync_cut = sum(e.desync_truncations for e in envs)
     stats = curriculum.stats()
     recorded = stats["total_completions"] + stats["late_completions"]
-    scores = [t.mean_score for t in curriculum.active_tasks() if t.num_completions] \
-        if hasattr(curriculum, "active_tasks") else []
+    pool = curriculum.active_tasks() if callable(getattr(curriculum, "active_tasks", None)) else []
+    scores = [t.mean_score for t in pool if getattr(t, "num_completions", 0) and hasattr(t, "mean_score")]
     vecenv.close()
     watcher.verify()
     return {
@@ -121,7 +121,7 @@ ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
                                                                      scenario_seed, num_envs, oracle, golden) -> None:
     """Tasks end their episodes by terminals, by a plain time limit or by a desync cut."""
-    generator = TaggedTaskGenerator(BucketedTaskGenerator(
+    generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5], "end": ENDINGS, "reward_per_step": [0.25, 0.5]}, label="cut",
         seed=scenario_seed))
     config = CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12,

@@ -28,18 +28,39 @@ from curriculum import (
     UniformConfig,
 )
 from curriculum.env import CompletionRecorder
-from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, TaggedTaskGenerator
+from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
 from harness.runners import completion_info
 from harness.thresholds import SHARED_TRACKER as LIMITS
 
 CTX = mp.get_context("fork")
 
 
+class _Children:
+    """Child processes of one test, stopped and reaped whatever the test's outcome (a reader
+    left spinning after a failed test would outlive the whole run)."""
+
+    def __init__(self) -> None:
+        self.processes: list = []
+
+    def start(self, target, *args) -> Any:
+        process = CTX.Process(target=target, args=args, daemon=True)
+        process.start()
+        self.processes.append(process)
+        return process
+
+    def reap(self) -> None:
+        for process in self.processes:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=10)
+
+
 def _shared_curriculum(curriculum_factory, require_capability, seed: int):
     parameters = inspect.signature(curriculum_factory).parameters
     require_capability("shared_memory" in parameters,
                        "this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
-    config = CurriculumConfig(task_generator=TaggedTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
                               algorithm=UniformConfig(), num_active_tasks=LIMITS.pool, seed=seed)
     options = {"lock_timeout": LIMITS.lock_timeout} if "lock_timeout" in parameters else {}
     return curriculum_factory(config, shared_memory=True, **options)
@@ -67,7 +88,8 @@ def _reader(curriculum, stop, queue) -> None:
     tracker = curriculum.tracker
     reads, bad = 0, []
     last_total = 0
-    while not stop.is_set():
+    parent = os.getppid()
+    while not stop.is_set() and (reads % 1024 or os.getppid() == parent):  # an orphaned reader stops
         # score sums first: a sum read before the counts can only cover fewer completions than
         # the counts read after it, so a correct tracker always yields means within [0, 1]
         score_sum = tracker.score_sum.copy()
@@ -88,12 +110,11 @@ def _reader(curriculum, stop, queue) -> None:
 def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_factory, require_capability, scenario_seed,
                                                                  golden, oracle) -> None:
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    children = _Children()
+    queue, stop = CTX.Queue(), CTX.Event()
     try:
-        queue, stop = CTX.Queue(), CTX.Event()
-        readers = [CTX.Process(target=_reader, args=(curriculum, stop, queue)) for _ in range(LIMITS.readers)]
-        writers = [CTX.Process(target=_writer, args=(curriculum, i + 1, queue)) for i in range(LIMITS.writers)]
-        for process in readers + writers:
-            process.start()
+        readers = [children.start(_reader, curriculum, stop, queue) for _ in range(LIMITS.readers)]
+        writers = [children.start(_writer, curriculum, i + 1, queue) for i in range(LIMITS.writers)]
         results = [queue.get(timeout=120) for _ in writers]
         stop.set()
         results += [queue.get(timeout=60) for _ in readers]
@@ -124,6 +145,8 @@ def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_fac
         watcher.verify(curriculum)
         golden({"writers": LIMITS.writers, "updates": expected, "recorded": recorded})
     finally:
+        stop.set()
+        children.reap()
         curriculum.close()
 
 
@@ -145,13 +168,14 @@ def _hold_lock(curriculum, ready, seconds: float) -> None:
 def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory, require_capability,
                                                               scenario_seed) -> None:
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    holder = None
     try:
         task = curriculum.get_task()
         curriculum.update_task_performance(task.task_id, 0.5)
         recorded_before = curriculum.tracker.total_completions
 
         ready = CTX.Event()
-        holder = CTX.Process(target=_hold_lock, args=(curriculum, ready, 60.0))
+        holder = CTX.Process(target=_hold_lock, args=(curriculum, ready, 60.0), daemon=True)
         holder.start()
         assert ready.wait(30), "the lock-holding process never took the lock"
         task = curriculum.get_task()
@@ -181,6 +205,9 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
             f"!= {recorded_before} + 1, seed {scenario_seed}"
         )
     finally:
+        if holder is not None and holder.is_alive():
+            holder.kill()
+            holder.join(timeout=10)
         curriculum.close()
 
 
@@ -222,12 +249,10 @@ def _bad_then_good(curriculum, index: int, barrier, queue) -> None:
 def test_bad_input_from_any_process_leaves_the_lock_free(curriculum_factory, require_capability,
                                                          scenario_seed) -> None:
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    children = _Children()
     try:
         queue, barrier = CTX.Queue(), CTX.Barrier(LIMITS.writers)
-        writers = [CTX.Process(target=_bad_then_good, args=(curriculum, i, barrier, queue))
-                   for i in range(LIMITS.writers)]
-        for process in writers:
-            process.start()
+        writers = [children.start(_bad_then_good, curriculum, i, barrier, queue) for i in range(LIMITS.writers)]
         results = sorted((queue.get(timeout=120) for _ in writers), key=lambda r: r["index"])
         for process in writers:
             process.join(timeout=30)
@@ -252,4 +277,5 @@ def test_bad_input_from_any_process_leaves_the_lock_free(curriculum_factory, req
             f"{stats['total_completions'] + stats['late_completions']}, seed {scenario_seed}"
         )
     finally:
+        children.reap()
         curriculum.close()

@@ -218,3 +218,68 @@ BAD_CONFIGS = [
 def test_bad_generator_config_is_refused_with_its_message(build, message: str) -> None:
     with pytest.raises(CurriculumConfigError, match=exact(message)):
         build()
+
+
+# ---- bucket values with labels of their own -----------------------------------------------------
+WIDTHS = {10: "small", 20: "medium", 40: "large"}
+
+
+def _by_width(**options: Any) -> BucketedTaskGenerator:
+    return BucketedTaskGenerator({"game": {"map": {}}}, {"game.map.width": [10, 20, 40], "game.seed": [1, 2, 3]},
+                                 value_labels={"game.map.width": WIDTHS}, **options)
+
+
+def test_bucket_values_label_their_tasks() -> None:
+    generator = _by_width(label="maze", seed=3)
+    assert generator.labels == ("maze_small", "maze_medium", "maze_large")
+    tasks = [generator.generate(task_id) for task_id in IDS]
+    assert all(label == f"maze_{WIDTHS[cfg['game']['map']['width']]}" for cfg, label in tasks)
+    assert set(label for _, label in tasks) == set(generator.labels)
+    assert [generator.generate(task_id) for task_id in range(50)] == tasks[:50]  # still a pure function of the id
+    # the same draws as without value labels: only the label changes
+    plain = BucketedTaskGenerator({"game": {"map": {}}}, {"game.map.width": [10, 20, 40], "game.seed": [1, 2, 3]},
+                                  label="maze", seed=3)
+    assert [cfg for cfg, _ in tasks] == [plain.generate(task_id)[0] for task_id in IDS]
+
+
+def test_value_labels_alone_make_the_label_and_join_in_bucket_order() -> None:
+    generator = BucketedTaskGenerator({}, {"speed": [1, 2], "width": [10, 40]},
+                                      value_labels={"width": {10: "narrow", 40: "wide"}, "speed": {1: "slow", 2: "fast"}})
+    assert generator.labels == ("slow_narrow", "slow_wide", "fast_narrow", "fast_wide")
+    assert {generator.generate(task_id)[1] for task_id in range(200)} == set(generator.labels)
+
+
+def test_value_labels_change_the_description() -> None:
+    huge = BucketedTaskGenerator({"game": {"map": {}}}, {"game.map.width": [10, 20, 40], "game.seed": [1, 2, 3]},
+                                 value_labels={"game.map.width": {**WIDTHS, 40: "huge"}})
+    assert _by_width().describe() != huge.describe()
+    assert _by_width().describe() == _by_width().describe()
+
+
+def test_value_labels_give_per_difficulty_metrics() -> None:
+    from curriculum import Curriculum, CurriculumConfig, UniformConfig
+
+    generator = BucketedTaskGenerator({}, {"width": [10, 20, 40]}, value_labels={"width": WIDTHS}, seed=0)
+    scores: dict[str, list[float]] = {}
+    with Curriculum(CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12)) as c:
+        for _ in range(300):
+            task = c.get_task()
+            score = 10 / task.env_cfg["width"]  # wider is harder
+            c.update_task_performance(task.task_id, score)
+            scores.setdefault(task.label, []).append(score)
+    assert {label: set(values) for label, values in scores.items()} == {"small": {1.0}, "medium": {0.5},
+                                                                         "large": {0.25}}
+
+
+@pytest.mark.parametrize(("value_labels", "message"), [
+    ([("w", {})], "Expected `value_labels` to map bucket keys to {value: label} mappings, received list"),
+    ({"h": {}}, "Expected `value_labels` keys among the buckets ['w', 'r'], received 'h'"),
+    ({"r": {}}, "Expected `value_labels` for a bucket of listed values, received one for the range 'r' "
+                "ValueRange(low=0.0, high=1.0)"),
+    ({"w": ["small"]}, "Expected `value_labels['w']` to map each value to a label, received list"),
+    ({"w": {10: "small"}}, "Expected a label for every value of bucket 'w', received none for [20]"),
+    ({"w": {10: "small", 20: ""}}, "Expected `value_labels['w']` labels to be non-empty strings, received ['']"),
+])
+def test_bad_value_labels_are_refused_by_name(value_labels: Any, message: str) -> None:
+    with pytest.raises(CurriculumConfigError, match=exact(message)):
+        BucketedTaskGenerator({}, {"w": [10, 20], "r": ValueRange(0.0, 1.0)}, value_labels=value_labels)

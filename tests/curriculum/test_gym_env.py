@@ -3,15 +3,26 @@
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium.envs.classic_control.cartpole import CartPoleEnv
+from gymnasium.envs.classic_control.pendulum import PendulumEnv
+from gymnasium.utils.env_checker import check_env
 
 from env_doubles import HARD, two_label_config
-from curriculum import EnvContractError, EpisodeNotStartedError, GymCurriculumEnv
+from curriculum import (
+    BucketedTaskGenerator,
+    CurriculumConfig,
+    EnvContractError,
+    EpisodeNotStartedError,
+    GymCurriculumEnv,
+    UniformConfig,
+)
 from curriculum.stats import COMPLETION_INFO_KEY, stat_key
 
 
@@ -123,3 +134,80 @@ def test_forwards_through_gymnasium_wrapper_properties(make_curriculum: Any) -> 
     assert env.observation_space == inner.observation_space and env.action_space == inner.action_space
     assert env.unwrapped is inner
     assert all("__getattr__" not in vars(cls) for cls in type(env).__mro__ if cls is not object)
+
+
+# ---- gymnasium's env checker and reset(seed=...) ------------------------------------------------
+class ConfigurableCartPole(CartPoleEnv):
+    """CartPole whose pole length is a task's config: the dynamics, not the first observation,
+    depend on the task (which is what `check_env`'s step determinism check sees)."""
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        self.length = float(env_cfg["pole_length"])
+        self.polemass_length = self.masspole * self.length
+
+
+class ConfigurablePendulum(PendulumEnv):
+    """Pendulum (continuous actions) whose gravity is a task's config."""
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        self.g = float(env_cfg["gravity"])
+
+
+def _bucketed(key: str, values: list[float], *, base: Mapping[str, Any] | None = None,
+              seed: int = 0) -> CurriculumConfig:
+    return CurriculumConfig(task_generator=BucketedTaskGenerator(base or {}, {key: values}, label=key),
+                            algorithm=UniformConfig(), num_active_tasks=8, seed=seed)
+
+
+TAGGED = {"reward_per_step": 0.125, "episode_length": 2}
+
+CHECKED_ENVS = {
+    "cartpole": (ConfigurableCartPole, lambda: _bucketed("pole_length", [0.25, 0.5, 1.0, 2.0])),
+    "pendulum": (ConfigurablePendulum, lambda: _bucketed("gravity", [5.0, 9.81, 15.0])),
+    "fixed": (FixedGymEnv, lambda: two_label_config()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CHECKED_ENVS))
+def test_check_env_passes_on_the_wrapper_wherever_it_passes_on_the_env(make_curriculum: Any, name: str) -> None:
+    env_class, config = CHECKED_ENVS[name]
+    check_env(env_class(), skip_render_check=True)  # the env alone passes gymnasium's checker ...
+    wrapped = GymCurriculumEnv(env_class(), make_curriculum(config()))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is different from the unwrapped version.*")
+        check_env(wrapped, skip_render_check=True)  # ... and so does the wrapper (reset(seed=) seeds the draw)
+
+
+def _task_stream(env: GymCurriculumEnv, seed: int | None, episodes: int) -> list[int]:
+    env.reset(seed=seed)
+    stream = [env.task.task_id]
+    for _ in range(episodes - 1):
+        while True:
+            _, _, terminated, truncated, _ = env.step(0)
+            if terminated or truncated:
+                break
+        env.reset()
+        stream.append(env.task.task_id)
+    return stream
+
+
+def test_reset_with_a_seed_makes_the_task_stream_of_a_local_curriculum_reproducible(make_curriculum: Any) -> None:
+    config = _bucketed("tag", [1, 2, 3, 4, 5, 6, 7, 8], base=TAGGED)
+    streams = [_task_stream(GymCurriculumEnv(FixedGymEnv(), make_curriculum(config)), seed, 40)
+               for seed in (7, 7, 8)]
+    assert streams[0] == streams[1]
+    assert streams[0] != streams[2]
+    # a seed in the middle of a run restarts the same stream from the same curriculum state
+    env = GymCurriculumEnv(FixedGymEnv(), make_curriculum(config))
+    env.reset(seed=3)
+    first = env.task.task_id
+    env.reset(seed=3)
+    assert env.task.task_id == first
+
+
+def test_reset_with_a_seed_reseeds_only_this_handle_of_a_shared_curriculum(make_curriculum: Any) -> None:
+    shared = make_curriculum(_bucketed("tag", [1, 2, 3, 4, 5, 6, 7, 8], base=TAGGED), shared=True)
+    env = GymCurriculumEnv(FixedGymEnv(), shared)
+    first = _task_stream(env, 5, 10)
+    assert _task_stream(env, 5, 1) == first[:1]
+    assert shared.tracker.total_completions == 9  # the completions are shared; the stream is this handle's

@@ -5,16 +5,18 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.cli import ProgressBar, available_scenarios, main
-from harness.plots import PLOT_FILES
+from harness.cli import ProgressBar, available_scenarios, build_parser, default_run_name, main
+from harness.plots import PLOT_FILES, series_style
 
 TINY = ["--tasks", "3", "--epochs", "3", "--episodes-per-epoch", "20", "--pool", "8", "--no-progress"]
 CONSOLE_SCRIPT = Path(sys.executable).with_name("curriculum-harness")
@@ -229,3 +231,128 @@ def test_progress_bar_can_be_switched_off() -> None:
     bar.update(10)
     bar.close()
     assert stream.getvalue() == ""
+
+
+# ---------------------------------------------------------------------------------- --out
+def test_out_refuses_a_non_empty_directory_without_overwrite(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "run"
+    assert main(["simulate", *TINY, "--no-plot", "--out", str(out)]) == 0
+    before = (out / "metrics.jsonl").read_text()
+    assert usage_error(capsys, ["simulate", *TINY, "--seed", "1", "--no-plot", "--out", str(out)]) == (
+        f"curriculum-harness simulate: error: argument --out: {str(out)!r} is not empty; expected a new or empty "
+        "directory (pass --overwrite to replace an earlier run's metrics and plots there)"
+    )
+    assert (out / "metrics.jsonl").read_text() == before, "a refused run must leave the earlier one alone"
+
+
+def test_overwrite_removes_the_earlier_runs_files_and_keeps_the_rest(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    assert main(["simulate", *TINY, "--out", str(out)]) == 0
+    assert_plots_written(out)
+    (out / "notes.txt").write_text("mine")
+    assert main(["simulate", *TINY, "--seed", "1", "--no-plot", "--out", str(out), "--overwrite"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["metrics.jsonl", "notes.txt"]  # no stale PNG left
+    assert len(read_metrics(out)) == 3
+
+
+def test_a_directory_named_metrics_jsonl_is_a_named_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "metrics.jsonl").mkdir()
+    assert usage_error(capsys, ["simulate", *TINY, "--out", str(tmp_path), "--overwrite"]) == (
+        f"curriculum-harness simulate: error: argument --out: {str(tmp_path / 'metrics.jsonl')!r} is a directory; "
+        "expected metrics.jsonl to be a file the run writes (remove or rename that directory)"
+    )
+
+
+@pytest.mark.parametrize("option", [["--pool", "16"], ["--runner", "single"], ["--epochs", "4"],
+                                    ["--episodes-per-epoch", "30"], ["--impossible", "2"],
+                                    ["--impossible", "2", "--impossible-mode", "noise"], ["--seed", "1"],
+                                    ["--algorithm", "uniform"], ["--tasks", "4"],
+                                    ["--runner", "vectorized", "--envs", "4"],
+                                    ["--runner", "vectorized", "--tracking", "centralized"],
+                                    ["--runner", "vectorized", "--backend", "Multiprocessing"],
+                                    ["--runner", "vectorized", "--backend", "Multiprocessing", "--workers", "2"]],
+                         ids=lambda option: " ".join(option))
+def test_default_run_names_differ_for_runs_that_differ(option: list[str]) -> None:
+    parser = build_parser()
+    base = ["simulate", "--impossible-mode", "zero"]
+    vectorized = ["--runner", "vectorized"] if "--runner" in option and option[1] == "vectorized" else []
+    reference = default_run_name(parser.parse_args([*base, *vectorized]))
+    changed = default_run_name(parser.parse_args([*base, *option]))
+    assert changed != reference
+    assert default_run_name(parser.parse_args(base)) == "learning_progress-10tasks-pool32-direct-500x100-seed0"
+
+
+def test_options_that_do_not_change_the_run_do_not_change_its_name() -> None:
+    parser = build_parser()
+    assert default_run_name(parser.parse_args(["simulate", "--no-plot", "--no-progress", "--envs", "4"])) == \
+        default_run_name(parser.parse_args(["simulate"]))
+
+
+def test_summary_counts_mastered_tasks_out_of_the_learnable_ones(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["simulate", "--tasks", "2", "--impossible", "3", "--epochs", "2", "--episodes-per-epoch", "20",
+            "--no-plot", "--no-progress", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    summary = capsys.readouterr().out
+    assert re.search(r"tasks mastered +\d of 2 learnable \(performance >= ", summary), summary
+    assert "over the 2 learnable tasks, last epoch; 3 impossible tasks not counted" in summary
+
+
+# ---------------------------------------------------------------------------------- plots
+def test_overlapping_series_get_distinct_line_styles_and_markers() -> None:
+    styles = [series_style(i, 8, 100) for i in range(8)]
+    assert len({(s["linestyle"], s["marker"]) for s in styles}) == 8
+    assert len({s["markevery"][0] for s in styles}) == 8  # markers sit at staggered points
+    assert all(0 <= s["markevery"][0] < 100 for s in styles)
+
+
+def test_plot_titles_name_the_runner_and_the_x_axis_counts_episodes(tmp_path: Path) -> None:
+    from harness.plots import X_LABEL, plot_overview, write_plots
+
+    epochs = [{"metric/agent_step": 20 * (i + 1), "env_task_dependency/num_mastered": i, "overview/reward": 0.5}
+              for i in range(5)]
+    assert X_LABEL == "episodes completed (metric/agent_step)"
+    captured: dict[str, str] = {}
+
+    def spy(source: Any, path: Path, *, title: str | None = None) -> Path:
+        captured[Path(path).name] = title or ""
+        return plot_overview(source, path, title=title)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(PLOT_FILES, "overview.png", spy)
+        write_plots(epochs, tmp_path, title="lp, seed 0", runner="direct runner")
+    assert captured["overview.png"].endswith("(lp, seed 0; direct runner)")
+
+
+# ---------------------------------------------------------------------------------- cleanup
+def test_cleanup_reports_what_it_removed_or_that_it_cannot(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["cleanup"])
+    captured = capsys.readouterr()
+    try:
+        from curriculum.memory import remove_orphaned_segments  # noqa: F401
+    except ImportError:
+        assert code == 2
+        assert captured.err.strip() == ("curriculum-harness cleanup: error: this version of curriculum.memory has no "
+                                        "remove_orphaned_segments(); expected a curriculum-harness release with "
+                                        "orphan cleanup")
+    else:
+        assert code == 0
+        assert captured.out.startswith("removed ")
+
+
+@pytest.mark.parametrize(("argv", "module", "message"), [
+    (["gate"], "pytest", "curriculum-harness gate: error: the gate needs pytest, which comes with the gate extra: "
+                         "pip install 'curriculum-harness[gate]'"),
+    (["simulate", "--epochs", "1"], "matplotlib",
+     "curriculum-harness simulate: error: argument --plot needs matplotlib, which comes with the gate extra: "
+     "pip install 'curriculum-harness[gate]'"),
+])
+def test_commands_name_the_gate_extra_when_its_dependencies_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], argv: list[str], module: str,
+    message: str,
+) -> None:
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == module else find_spec(name, *a))
+    assert usage_error(capsys, [*argv, *(["--out", str(tmp_path / "run")] if argv[0] == "simulate" else [])]) == message

@@ -218,12 +218,13 @@ def test_exact_accounting_env_totals() -> None:
 
 def test_episode_records_carry_the_task_metadata_of_the_config_that_ran() -> None:
     env = ExactAccountingEnv(episode_length=2)
-    env.set_env_config({"episode_length": 3, "task_tag": 17, "label": "long"})
+    env.set_env_config({"episode_length": 3, "label": "long"})
     _, infos, _, _ = run_episode(env)
     record = infos[0][EPISODE_RECORD_KEY]
-    assert (record.tag, record.label, record.steps, record.config["episode_length"]) == (17, "long", 3, [3])
+    assert (record.label, record.steps, record.config["episode_length"]) == ("long", 3, [3])
+    assert record.identity == "long:[('end', 'terminal'), ('episode_length', [3]), ('reward_per_step', [1.0])]"
     _, infos, _, _ = run_episode(env)  # no new config: the same task again
-    assert (infos[0][EPISODE_RECORD_KEY].tag, infos[0][EPISODE_RECORD_KEY].index) == (17, 1)
+    assert (infos[0][EPISODE_RECORD_KEY].identity, infos[0][EPISODE_RECORD_KEY].index) == (record.identity, 1)
 
 
 @pytest.mark.parametrize("done_flags", ["hold", "pulse"])

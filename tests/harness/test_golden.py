@@ -12,7 +12,15 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from harness.golden import GOLDEN_SIGNIFICANT_DIGITS, GoldenSnapshotExtension, serialise_golden, to_plain
+from harness.golden import (
+    GOLDEN_SIGNIFICANT_DIGITS,
+    GoldenSnapshotExtension,
+    GoldenWriteRefusedError,
+    checkout_golden_root,
+    golden_root,
+    serialise_golden,
+    to_plain,
+)
 
 
 def test_golden_text_is_sorted_rounded_plain_and_newline_terminated() -> None:
@@ -98,3 +106,56 @@ def test_golden_files_live_under_golden_and_the_module_name() -> None:
     assert Path(GoldenSnapshotExtension.dirname(test_location=location)) == Path(
         "/project/golden/test_eviction_health")
     assert GoldenSnapshotExtension().serialize({"b": 1, "a": 2.000001}) == '{\n  "a": 2.0,\n  "b": 1\n}\n'
+
+
+# ---- where golden files are read from and written to --------------------------------------------
+def _project(root: Path, *, name: str | None = "curriculum-harness") -> Path:
+    """A folder laid out like a checkout (a pyproject naming `name`, scenarios/, golden/test_x/)."""
+    (root / "scenarios").mkdir(parents=True)
+    (root / "golden" / "test_x").mkdir(parents=True)
+    (root / "golden" / "test_x" / "test_a.json").write_text("{}\n")
+    if name is not None:
+        (root / "pyproject.toml").write_text(f'[project]\nname = "{name}"\n')
+    return root
+
+
+def test_golden_files_are_found_in_a_checkout_and_in_an_installed_package(tmp_path: Path) -> None:
+    checkout = _project(tmp_path / "checkout")
+    assert golden_root(checkout / "scenarios") == checkout / "golden"
+    installed = tmp_path / "site-packages" / "harness" / "scenarios"
+    (installed / "golden" / "test_x").mkdir(parents=True)
+    assert golden_root(installed) == installed / "golden"
+    this = Path(__file__).resolve().parents[2]
+    assert checkout_golden_root() == this / "golden"  # the tests run from a checkout
+
+
+@pytest.mark.parametrize("where", ["installed", "other project", "no pyproject", "outside golden"])
+def test_golden_files_are_never_written_or_deleted_outside_a_checkouts_golden(tmp_path: Path, where: str) -> None:
+    if where == "installed":
+        location = tmp_path / "site-packages" / "harness" / "scenarios" / "golden" / "test_x" / "test_a.json"
+        location.parent.mkdir(parents=True)
+        location.write_text("{}\n")
+    else:
+        name = {"other project": "someone-else", "no pyproject": None}.get(where, "curriculum-harness")
+        root = _project(tmp_path / "p", name=name)
+        location = root / "golden" / "test_x" / "test_a.json"
+        if where == "outside golden":
+            location = root / "scenarios" / "snapshots" / "test_a.json"
+    message = (f"Refusing to write or delete the golden snapshot {location.resolve()}: golden files are written only "
+               "into the golden/ folder of a checkout of curriculum-harness (a folder whose pyproject.toml names it, "
+               "beside scenarios/), never into an installed package; update them with `pytest scenarios/ "
+               "--snapshot-update` in a checkout")
+    extension = GoldenSnapshotExtension()
+    with pytest.raises(GoldenWriteRefusedError, match=f"^{re.escape(message)}$"):
+        extension.delete_snapshots(snapshot_location=str(location), snapshot_names={"test_a"})
+    fresh = location.with_name("test_new.json")
+    with pytest.raises(GoldenWriteRefusedError, match=f"^{re.escape(message.replace('test_a', 'test_new'))}$"):
+        GoldenSnapshotExtension.write_snapshot(snapshot_location=str(fresh), snapshots=[("{}", None, 0)])
+    assert not fresh.exists() and (location.exists() or where == "outside golden")
+
+
+def test_a_checkouts_own_golden_files_can_be_deleted(tmp_path: Path) -> None:
+    root = _project(tmp_path / "checkout")
+    location = root / "golden" / "test_x" / "test_a.json"
+    GoldenSnapshotExtension().delete_snapshots(snapshot_location=str(location), snapshot_names={"test_a"})
+    assert not location.exists()

@@ -31,7 +31,7 @@ from curriculum import (
 )
 from curriculum.stats import accumulate_rollout_stats, process_training_stats
 from harness.envs import ExactAccountingEnv
-from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, TaggedTaskGenerator
+from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
 from harness.oracle import (
     AccountingOracle,
     OracleMismatch,
@@ -93,7 +93,7 @@ def lp_single_env_run(oracle: AccountingOracle) -> None:
 def exact_env_run(oracle: AccountingOracle, *, env_kwargs: dict[str, Any], buckets: dict[str, list[Any]],
                   episodes: int = 60, algorithm: Any = None, score_fn: Any = None) -> None:
     """A CurriculumEnv over an ExactAccountingEnv, stepped by hand, epochs through the pipeline."""
-    generator = TaggedTaskGenerator(BucketedTaskGenerator({}, buckets, label="exact", seed=2))
+    generator = LabelledTaskGenerator(BucketedTaskGenerator({}, buckets, label="exact", seed=2))
     config = CurriculumConfig(task_generator=generator, algorithm=algorithm or UniformConfig(), num_active_tasks=6,
                               seed=2, score_range=(0.0, 100.0))
     curriculum = oracle.watch(Curriculum(config))
@@ -114,7 +114,7 @@ def exact_env_run(oracle: AccountingOracle, *, env_kwargs: dict[str, Any], bucke
 def staged_direct_run(oracle: AccountingOracle) -> None:
     """Staged progression over a 4-task chain, with regression, through the direct runner."""
     space = chain_task_space(num_tasks=4, seed=5)
-    stages = [Stage(f"s{i}", TaggedTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}")))
+    stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}")))
               for i in range(4)]
     algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=0.5, min_episodes=20, window=10,
                                         regression_threshold=0.3)
@@ -153,11 +153,11 @@ def test_correct_runs_have_no_mismatch(run: str) -> None:
 
 def test_a_run_whose_oracle_sees_nothing_it_expected_is_flagged() -> None:
     oracle = AccountingOracle(seed=4, context="orphans")
-    record = EpisodeRecord("env-a", 0, {"task_tag": 1, "label": "x"}, (1.0,), ENDED_TERMINAL, 1)
+    record = EpisodeRecord("env-a", 0, {"level": 1, "label": "x"}, (1.0,), ENDED_TERMINAL, 1)
     oracle.observe([{EPISODE_RECORD_KEY: record}])
     oracle.observe([{"curriculum_stats/episodes": 1, "curriculum_stats/task_id": 9}])
     message = ("accounting oracle [orphans], seed 4: 2 reported number(s) disagree with what ran:\n"
-               "- episode 0 of env env-a (task tag 1) ended but the wrapper reported no episode for it\n"
+               "- episode 0 of env env-a (x:[('level', 1)]) ended but the wrapper reported no episode for it\n"
                "- the wrapper reported an episode (task id 9) that no env ran (info keys "
                "['curriculum_stats/episodes', 'curriculum_stats/task_id'])")
     with pytest.raises(OracleMismatch, match=f"^{re.escape(message)}$"):

@@ -121,6 +121,8 @@ def _golden_project(pytester: pytest.Pytester, data: dict) -> None:
     scenarios = pytester.mkdir("scenarios")
     (scenarios / "test_x.py").write_text(textwrap.dedent(GOLDEN_TEST))
     (scenarios / "metrics.json").write_text(json.dumps(data))
+    # golden files are written only into a checkout of this project (harness.golden)
+    (pytester.path / "pyproject.toml").write_text('[project]\nname = "curriculum-harness"\n')
 
 
 def test_golden_snapshot_is_written_stable_and_compared(pytester: pytest.Pytester) -> None:

@@ -1,0 +1,1 @@
+"""The scenario suites of the curriculum gate (installed as `harness.scenarios`)."""
