@@ -130,6 +130,8 @@ _ADMISSION_RATE = 1.0 / 8
 """Rate of the EMA of failed admissions (no candidate good enough)."""
 _ADMISSION_FAILURE_LIMIT = 0.25
 """Learned tasks are evicted only while fewer admissions than this fail."""
+_ADMISSION_GIVE_UP = 0.95
+"""No task is evicted while more admissions than this fail (until a task is next mastered)."""
 _CROWDED = 2.0
 """A learned configuration holding more than this many times its share of the pool is crowded."""
 
@@ -198,6 +200,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         self._warmup = config.min_samples_for_lp
         self._memory_size = config.config_memory
         self._peak_decay = a_s * config.slow_timescale_factor
+        # the baseline (the warm-up mean) is off by about sigma / sqrt(warm-up)
+        self._baseline_noise = config.noise_z / math.sqrt(self._warmup)
         self._retry_samples = max(1, round(1.0 / a_f))
         self._proven = self._warmup + self._retry_samples
         self._id_fields = id_fields(generator, capacity)
@@ -321,12 +325,14 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             return POOL_UNCHANGED
         x = (score - b) / (1.0 - b)
         mastered_at = (max_baseline - b) / (1.0 - b)  # the slow EMA at level max_baseline
-        learned_at = mastered_at if mastered_at < mastered_gain else mastered_gain
         was_below = slow < mastered_at
         fast += a_f * (x - fast)
         slow += a_s * (x - slow)
         d = x - last
         var += a_s * (0.5 * d * d - var)
+        learned_at = mastered_gain + self._baseline_noise * math.sqrt(var)
+        if mastered_at < learned_at:
+            learned_at = mastered_at
         if slow >= peak or peak < learned_at:  # ground lost counts only below a learned peak
             peak = slow
         else:
@@ -338,9 +344,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         state[i + _PEAK] = peak
         state[i + _COUNT] = n
         if was_below and slow >= mastered_at and not self._mastered_elsewhere(slot):
-            # a configuration newly mastered: every label is owed samples of its stagnant tasks
+            # a configuration newly mastered: every label is owed samples of its stagnant tasks,
+            # and admissions are worth trying again
             self._counters[_EVENTS] += 1
             self._retries[:] = self._retry_samples
+            self._admission_failure[0] = 0.0
         label = self._label_view[slot] - 1
         if label >= 0:
             gap = fast - slow if fast > slow else slow - fast
@@ -360,10 +368,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
                     retries[label] = owed - 1
         return POOL_UNCHANGED
 
-    def _learned_at(self, b: float) -> float:
-        """The slow EMA from which a task with baseline `b` counts as learned: `mastered_gain`
-        above its baseline, or the level `max_baseline`."""
-        return min(self._mastered_gain, (self._max_baseline - b) / (1.0 - b))
+    def _learned_at(self, b: float, var: float) -> float:
+        """The slow EMA from which a task with baseline `b` and noise variance `var` counts as
+        learned: `mastered_gain` above a baseline that is itself the mean of a few noisy scores
+        (so plus `noise_z` of its standard error), or the level `max_baseline`."""
+        return min(self._mastered_gain + self._baseline_noise * math.sqrt(var), (self._max_baseline - b) / (1.0 - b))
 
     def _mastered_elsewhere(self, slot: int) -> bool:
         """Whether another task of the pool with this slot's configuration is mastered (O(pool),
@@ -423,8 +432,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         base = entry * _NUM_FIELDS
         fast, slow, peak = m.item(base + _FAST), m.item(base + _SLOW), m.item(base + _PEAK)
         gap = max(abs(fast - slow), peak - slow)
-        band = self._noise_scale * math.sqrt(m.item(base + _VAR))
-        return slow >= self._learned_at(m.item(base + _BASE)) or gap > band
+        var = m.item(base + _VAR)
+        return slow >= self._learned_at(m.item(base + _BASE), var) or gap > self._noise_scale * math.sqrt(var)
 
     def _remember(self, slot: int) -> None:
         keys = self._memory_keys
@@ -481,7 +490,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         b = self._baseline
         learned_at = self._max_baseline - b
         learned_at /= 1.0 - b
-        return np.minimum(learned_at, self._mastered_gain, out=learned_at)
+        return np.minimum(learned_at, self._mastered_gain + self._baseline_noise * np.sqrt(self._var), out=learned_at)
 
     def cold_weights(self) -> np.ndarray:
         """Per slot: a cold task's part of the cold budget relative to one nothing is known
@@ -594,9 +603,12 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         view, self._view = self._view, None
         if view is None:
             view = self._pool_view(scores)
+        failure = self._admission_failure.item(0)
+        if failure > _ADMISSION_GIVE_UP:  # nothing better to admit: churn would only cost samples
+            return np.zeros_like(eligible)
         idle = eligible & view.warm & (scores <= 0.0)
         stagnant = idle & view.stagnant & ~view.kept
-        if stagnant.any() or self._admission_failure.item(0) > _ADMISSION_FAILURE_LIMIT:
+        if stagnant.any() or failure > _ADMISSION_FAILURE_LIMIT:
             return stagnant
         n = eligible.shape[0]
         idle_learned = idle & view.learned
