@@ -88,7 +88,9 @@ class UniformConfig(AlgorithmConfig):
 
 @dataclass
 class LearningProgressConfig(AlgorithmConfig):
-    """Bidirectional learning progress over baseline-normalised scores."""
+    """Bidirectional learning progress over baseline-normalised scores, with a revisit budget
+    for mastered tasks and a memory of configurations and labels that turned out stagnant
+    (`curriculum.algorithms.learning_progress` explains each mechanism and why)."""
 
     name = "learning_progress"
 
@@ -96,29 +98,61 @@ class LearningProgressConfig(AlgorithmConfig):
     """Fast EMA rate alpha_f in (0, 1); the slow EMA runs at alpha_f * `slow_timescale_factor`."""
     slow_timescale_factor: float = 0.2
     """alpha_s / alpha_f, in (0, 1)."""
-    exploration: float = 0.1
-    """Share of sampling mass spread uniformly over the pool, in [0, 1)."""
+    exploration: float = 0.05
+    """Share of sampling mass spread uniformly over the pool, in [0, 1): the floor every task
+    keeps, so a stagnant task that becomes learnable is still noticed."""
     cold_exploration: float = 0.2
-    """Share of sampling mass split among tasks not yet warm (while any exist), in [0, 1)."""
+    """Share of sampling mass split among tasks not yet warm (while any exist), in [0, 1); each
+    cold task's part is scaled by its label's usefulness, so the share shrinks where new tasks
+    keep turning out stagnant."""
+    revisit: float = 0.1
+    """Share of sampling mass split evenly among learned tasks without learning progress, in
+    [0, 1): mastered tasks keep being practised, so forgetting shows up as LP."""
+    retry: float = 0.1
+    """Share of sampling mass for stagnant tasks never learned, in [0, 1), spent only after a
+    task is mastered, until every such label had one fast-EMA timescale of samples: what the
+    student needed for them may just have been learned."""
     min_samples_for_lp: int = 5
-    """Completions before a task's LP is trusted; colder tasks get the exploration weight."""
+    """Completions before a task's LP is trusted (the warm-up that sets its baseline); colder
+    tasks get the cold exploration weight."""
     noise_z: float = 2.0
     """LP counts only the |fast - slow| gap beyond this many standard deviations of the gap
     that pure noise would produce; tasks whose score only moves as noise get LP ~ 0."""
     max_baseline: float = 0.75
-    """The baseline (first score) is capped here so normalisation never divides by ~0."""
+    """The baseline (warm-up mean score) is capped here so normalisation never divides by ~0;
+    a task scoring at least this much counts as learned."""
+    mastered_gain: float = 0.25
+    """A warm task whose slow EMA rose this far above its baseline (in baseline-normalised
+    units, in (0, 1]) counts as learned: mastered, not impossible."""
+    config_memory: int = 4096
+    """Entries of the memory of evicted task configurations (label + env config); a task whose
+    configuration is remembered starts from its statistics instead of cold. 0 disables it."""
+    admission_candidates: int = 8
+    """Next task ids looked at when eviction frees a slot (>= 1); the first not known to be
+    stagnant is admitted. 1 admits the next id, as without a memory."""
+    admission_usefulness: float = 0.1
+    """A candidate whose label's usefulness (EMA of its warm completions showing progress or
+    mastery) is below this, in [0, 1], is passed over at admission while another qualifies."""
 
     def __post_init__(self) -> None:
         _fraction("ema_timescale", self.ema_timescale, closed_low=False, closed_high=False)
         _fraction("slow_timescale_factor", self.slow_timescale_factor, closed_low=False, closed_high=False)
         _fraction("exploration", self.exploration, closed_high=False)
         _fraction("cold_exploration", self.cold_exploration, closed_high=False)
-        _require(self.exploration + self.cold_exploration < 1.0, "exploration + cold_exploration",
-                 "< 1", self.exploration + self.cold_exploration)
+        _fraction("revisit", self.revisit, closed_high=False)
+        _fraction("retry", self.retry, closed_high=False)
+        shares = self.exploration + self.cold_exploration + self.revisit + self.retry
+        _require(shares < 1.0, "exploration + cold_exploration + revisit + retry", "< 1", shares)
         _require(_is_int(self.min_samples_for_lp) and self.min_samples_for_lp >= 1,
                  "min_samples_for_lp", "an integer >= 1", self.min_samples_for_lp)
         _require(_is_real(self.noise_z) and self.noise_z >= 0, "noise_z", "a finite number >= 0", self.noise_z)
         _fraction("max_baseline", self.max_baseline, closed_high=False)
+        _fraction("mastered_gain", self.mastered_gain, closed_low=False)
+        _require(_is_int(self.config_memory) and 0 <= self.config_memory <= 10_000_000, "config_memory",
+                 "an integer in [0, 10000000]", self.config_memory)
+        _require(_is_int(self.admission_candidates) and 1 <= self.admission_candidates <= 1024,
+                 "admission_candidates", "an integer in [1, 1024]", self.admission_candidates)
+        _fraction("admission_usefulness", self.admission_usefulness)
 
 
 @dataclass

@@ -21,6 +21,7 @@ from typing import Any, Final
 import numpy as np
 
 from curriculum.algorithms import POOL_REFILL, StagedProgressionAlgorithm, make_algorithm
+from curriculum.algorithms.learning_progress import STATE_FIELDS
 from curriculum.algorithms.staged import STAGE_COUNTERS
 from curriculum.config import MAX_COUNT, CurriculumConfig, LearningProgressConfig, StagedProgressionConfig
 from curriculum.errors import (
@@ -251,7 +252,7 @@ class Curriculum:
 
     def _evict(self, slot: int, task_id: int) -> None:
         self._algorithm.reset_slot(slot)
-        self._tracker.assign(slot, task_id + self._capacity, evicted=True)
+        self._tracker.assign(slot, self._algorithm.replacement_task_id(slot, task_id), evicted=True)
         self._evictable[slot] = EMPTY
 
     def _fill_pool(self, *, evicted: bool) -> None:
@@ -286,11 +287,13 @@ class Curriculum:
             self._evictable = np.where(self._eviction_shortlist(scores), task_ids, EMPTY).tolist()
 
     def _eviction_shortlist(self, scores: np.ndarray) -> list[bool]:
-        """The lowest-scoring `eviction_percentile`% of eligible tasks; a shortlisted task is
-        evicted at its next completion only if its score then is still <= the cut-off."""
-        eligible = np.flatnonzero(self._tracker.completions >= self._min_presentations)
+        """The lowest-scoring `eviction_percentile`% of eligible tasks (presented often enough, and
+        let go by the algorithm); a shortlisted task is evicted at its next completion only if its
+        score then is still <= the cut-off."""
+        presented = self._tracker.completions >= self._min_presentations
+        eligible = np.flatnonzero(self._algorithm.eviction_candidates(presented, scores))  # the ones it lets go
         shortlist = np.zeros(self._capacity, dtype=bool)
-        k = int(eligible.size * self.config.eviction_percentile / 100.0)
+        k = min(int(np.count_nonzero(presented) * self.config.eviction_percentile / 100.0), eligible.size)
         self._eviction_threshold = -math.inf
         if k > 0:
             order = np.argpartition(scores[eligible], k - 1)[:k]
@@ -561,7 +564,8 @@ class Curriculum:
         would overflow or poison the sampling distribution later, far from its cause.
         """
         for name, values in arrays.items():
-            if values.dtype.kind == "i" and name != "task_ids" and (values > MAX_COUNT).any():
+            if values.dtype.kind == "i" and name != "task_ids" and name not in self._algorithm.key_arrays \
+                    and (values > MAX_COUNT).any():
                 return f"array {name!r} holds counts above {MAX_COUNT}"
         if (arrays["task_ids"] > MAX_TASK_ID).any():
             return f"task ids above {MAX_TASK_ID}"
@@ -577,7 +581,9 @@ class Curriculum:
         if ((means < low - slack) | (means > high + slack) | (recent < low) | (recent > high)).any():
             return f"mean or last scores outside score_range [{low}, {high}]"
         for name, (lowest, highest) in _algorithm_value_bounds(self.config).items():
-            values = arrays[name]
+            values = _array_values(arrays, name)
+            if values is None:
+                continue
             slack = 1e-9 * max(1.0, highest - lowest)
             if ((values < lowest - slack) | (values > highest + slack)).any():
                 return f"array {name!r} holds values outside [{lowest:.6g}, {highest:.6g}]"
@@ -638,11 +644,23 @@ def _algorithm_value_bounds(config: CurriculumConfig) -> dict[str, tuple[float, 
         cap = algorithm.max_baseline
         lowest = -cap / (1.0 - cap)
         width = 1.0 - lowest
-        return {"lp_baseline": (0.0, cap), "lp_fast": (lowest, 1.0), "lp_slow": (lowest, 1.0),
-                "lp_var": (0.0, width * width)}
+        signal = (lowest, 1.0)  # fast, slow, last and peak; raw warm-up scores in [0, 1] too
+        fields = {"fast": signal, "slow": signal, "var": (0.0, width * width), "baseline": (0.0, cap),
+                  "last": signal, "peak": signal}
+        return {f"{array}[{field}]": bounds for array in ("lp_state", "lp_memory") for field, bounds in fields.items()}
     if isinstance(algorithm, StagedProgressionConfig):
         return {"stage_window": (0.0, 1.0), "stage_window_sum": (0.0, float(algorithm.window))}
     return {}
+
+
+def _array_values(arrays: Mapping[str, np.ndarray], name: str) -> np.ndarray | None:
+    """The values `name` bounds: a whole array, or `array[field]`, one field of its rows of
+    learning-progress statistics (None: the layout has no such array)."""
+    array, _, field = name.partition("[")
+    values = arrays.get(array)
+    if values is None or not field:
+        return values
+    return values.reshape(-1, len(STATE_FIELDS))[:, STATE_FIELDS.index(field[:-1])]
 
 
 def _normalise(value: Any) -> Any:

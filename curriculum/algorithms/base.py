@@ -28,6 +28,9 @@ class CurriculumAlgorithm(ABC):
 
     #: Whether low-scoring tasks may be evicted and replaced.
     evicts: ClassVar[bool] = False
+    #: Integer arrays of `extra_layout` holding keys (fingerprints), not counts: a restored
+    #: state may hold any non-negative int64 in them.
+    key_arrays: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
@@ -46,6 +49,18 @@ class CurriculumAlgorithm(ABC):
 
     def reset_slot(self, slot: int) -> None:
         """Zero the algorithm's state of `slot` for a new task (under the lock)."""
+
+    def replacement_task_id(self, slot: int, evicted_task_id: int) -> int:
+        """Id of the task that takes `slot` after `evicted_task_id` was evicted (under the lock,
+        after `reset_slot`): a later id of the same slot, `evicted_task_id + k * capacity` with
+        k >= 1. The default admits the next one."""
+        return evicted_task_id + self.capacity
+
+    def eviction_candidates(self, eligible: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Of the slots `eligible` for eviction (enough presentations), those the algorithm lets
+        go, given the `scores` the shortlist ranks by; the shortlist is the lowest-scoring of
+        them, at most `eviction_percentile`% of the eligible slots."""
+        return eligible
 
     def record(self, slot: int, score: float, completions: int) -> int:
         """Update per-task state after a completion (under the lock); POOL_REFILL asks the

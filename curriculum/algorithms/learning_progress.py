@@ -1,31 +1,99 @@
-"""Bidirectional learning progress with a noise floor.
+"""Bidirectional learning progress, with a memory of tasks and budgets that keep it working
+once everything learnable is mastered.
 
-Per task, a completion's score s becomes a baseline-normalised signal
-x = (s - b) / (1 - b), with b = min(first score, max_baseline). Two EMAs follow x, a fast
-one (rate a_f) and a slow one (rate a_s = a_f * slow_timescale_factor). For the first
-`min_samples_for_lp` completions both hold the running mean of x (and the noise variance the
-running variance), so the EMAs start from an average rather than from one noisy score,
-whose decaying offset would otherwise look like progress. Learning progress is
-their gap in either direction (improving or forgetting), minus what noise alone would make:
+Learning progress of a task
+---------------------------
+The first `min_samples_for_lp` completions of a task (its warm-up) only measure it: their mean
+score becomes the baseline b (capped at `max_baseline`) and seeds both EMAs, so one lucky or
+unlucky first episode cannot open a gap that then decays like progress. After that a score s
+becomes x = (s - b) / (1 - b), followed by a fast EMA (rate a_f = `ema_timescale`) and a slow
+one (a_s = a_f * `slow_timescale_factor`). Learning progress is their gap in either direction
+(improving or forgetting), minus what noise alone would make:
 
-    LP = max(0, |fast - slow| - noise_z * k * sigma),
+    LP = max(0, max(|fast - slow|, lost) - noise_z * k * sigma),
     k^2 = a_f/(2-a_f) + a_s/(2-a_s) - 2 a_f a_s / (a_f + a_s - a_f a_s),
 
-where k * sigma is the standard deviation of the gap for white noise of variance sigma^2
-(estimated by an EMA of (x - fast)^2). A task whose score never moves has gap 0; one whose
-score only moves as noise has a gap inside the noise band; both end with LP ~ 0. A trend of
-slope g per episode opens a gap of about g (1/a_s - 1/a_f), which clears the band.
+where k * sigma is the standard deviation of the gap for white noise of variance sigma^2.
+- sigma^2 is an EMA of half the squared difference of successive x. Unlike the spread around
+  the fast EMA, it does not grow with the trend itself, so a task learned (or forgotten)
+  quickly is not mistaken for a noisy one.
+- `lost` is how far the slow EMA sits below its own peak, for a task whose peak was learned
+  (below). A forgotten task that is being relearned has fast and slow EMAs that cross on the
+  way back up, and |fast - slow| alone reads zero there, long before the task is back where
+  it was; `lost` keeps its LP until it is. The peak follows a lower slow EMA slowly (rate
+  a_s * `slow_timescale_factor`), so ground that is never regained stops counting.
 
-Sampling: an `exploration` share is spread uniformly over the pool; a `cold_exploration`
-share is split among tasks with fewer than `min_samples_for_lp` completions (so new tasks get
-tried, but pool churn cannot crowd out learning); the rest goes to warm tasks in proportion to
-their LP. When no warm task has LP, everything but the uniform share goes to the cold ones.
+Why LP alone is not enough: what went wrong after mastery
+----------------------------------------------------------
+LP is zero both for a mastered task (high score, no change) and for an impossible one (low
+score, no change). In a real PPO run, once every learnable task was mastered every LP was 0:
+the sampler then gave nearly all its mass to cold (newly admitted) tasks, eviction kept
+replacing zero-LP tasks by fresh draws from the generator, an impossible configuration that
+was evicted came back as a new cold task, and impossible settings took their share of the
+generator again (23-40% of samples). The mechanisms below break that loop; each one is also
+what makes the mostly-impossible and prerequisite-chain task spaces work.
+
+1. Learned is not impossible. A warm task is *learned* when its slow EMA is at least
+   `mastered_gain` above its baseline (it was learned here) or its level b + slow (1 - b) is at
+   least `max_baseline` (it arrived mastered). Learned tasks without LP share the `revisit`
+   budget, so each is sampled regularly and forgetting shows up as LP within a few samples.
+   Tasks never learned and without LP (impossible, or not yet within reach) get the uniform
+   `exploration` floor, plus the two budgets of 5.
+2. A memory of task configurations (`config_memory` entries keyed by a hash of label and env
+   config, leaving out top-level fields in which the generator repeats the task id: a tag or a
+   seed taken from the id tells tasks apart, not what they are; `id_fields` finds them by
+   probing the generator). When a task leaves the pool its statistics are stored under its
+   configuration; a task whose configuration was seen before starts from them instead of cold.
+   An impossible configuration that comes back is known to be stagnant at once and costs no
+   cold samples; a mastered one is known to be mastered.
+3. Per-label usefulness: an EMA, per label, of whether each warm completion showed progress or
+   mastery (1) or neither (0). A cold task's share of the `cold_exploration` budget scales with
+   its label's usefulness (x2, capped at 1), so cold exploration shrinks by itself where new
+   tasks keep turning out stagnant.
+4. Choosing what to admit. When eviction frees a slot, up to `admission_candidates` next task
+   ids are looked at; the first whose configuration is not remembered as stagnant and whose
+   label's usefulness is at least `admission_usefulness` is admitted (else the most useful
+   one). A mostly-impossible space fills its pool with learnable tasks. Eviction takes warm
+   tasks without LP in this order: never-learned tasks (keeping one task of every label in the
+   pool), then learned tasks whose configuration holds more than twice its share of the pool,
+   then learned tasks once learned configurations hold more than `LEARNED_POOL_SHARE` of it.
+   Learned tasks are only let go while admissions keep finding something better (an EMA of
+   failed admissions under `_ADMISSION_FAILURE_LIMIT`).
+5. Retry when the student changes. A task not yet within reach (the next one of a
+   prerequisite chain) looks exactly like an impossible one until the student masters what it
+   needs. So whenever a configuration is mastered for the first time in the pool (its level
+   crosses `max_baseline`), every label is owed one fast-EMA timescale (1 / a_f completions)
+   of samples of its stagnant never-learned tasks, paid from the `retry` budget (a label
+   rather than every configuration: a mostly-impossible space has many). When no task has LP,
+   the rest of the mass goes to learned tasks and to stagnant ones not yet proven (fewer than
+   warm-up + 1 / a_f completions). Once everything learnable is mastered nothing crosses any
+   more, and impossible tasks are left with the exploration floor.
+
+Copies of one configuration in the pool are one task of the student: LP, revisit, retry and
+floor shares are split per configuration first, then over its copies, so the sampling does not
+depend on how many copies the pool happens to hold.
+
+Sampling: `exploration` per configuration over the pool; the cold budget over cold tasks as in
+3; `revisit` over learned tasks without LP; `retry` over due labels; the rest over tasks with
+LP, in proportion to LP. Without LP the rest goes as in 5; with no warm task at all, to cold
+tasks; else uniformly.
+
+All of it lives in tracker arrays (`extra_layout`): per-slot statistics (one row of
+`STATE_FIELDS` per slot, so a completion reads and writes them in one call each), the
+configuration memory, the label table and the counters are shared across processes and
+checkpointed with the tracker. `record` and `replacement_task_id` run under the tracker lock and are O(1) (the latter
+generates at most `admission_candidates` configurations, and only when a task is evicted;
+`record` scans the pool only when a task's level first reaches `max_baseline`); `scores`,
+`probabilities` and `eviction_candidates` are vectorised over the pool and run once per
+refresh.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -33,13 +101,90 @@ from curriculum.algorithms.base import POOL_UNCHANGED, CurriculumAlgorithm
 from curriculum.config import LearningProgressConfig
 from curriculum.generators import TaskGenerator
 
-__all__ = ["LearningProgressAlgorithm"]
+__all__ = ["LearningProgressAlgorithm", "STATE_FIELDS", "LABEL_TABLE_SIZE", "LEARNED_POOL_SHARE", "LP_COUNTERS",
+           "config_key", "id_fields"]
+
+#: Statistics of a task, in this order: a row of `lp_state` per slot, and what a configuration
+#: memory entry keeps. `last` is the previous x (for the noise estimate); `count` the completions
+#: the statistics rest on, inherited ones included.
+STATE_FIELDS = ("fast", "slow", "var", "baseline", "last", "peak", "count")
+_FAST, _SLOW, _VAR, _BASE, _LAST, _PEAK, _COUNT = range(len(STATE_FIELDS))
+_NUM_FIELDS = len(STATE_FIELDS)
+
+#: Distinct labels whose usefulness is tracked (open addressing; more labels go untracked).
+LABEL_TABLE_SIZE = 256
+LEARNED_POOL_SHARE = 0.5
+"""Share of the pool learned configurations may hold before learned tasks can be evicted."""
+
+#: int64 counters of the algorithm, in this order.
+LP_COUNTERS = ("memory_hits", "admissions_skipped", "mastery_events", "tasks_identified")
+_HITS, _SKIPPED, _EVENTS, _IDENTIFIED = range(len(LP_COUNTERS))
+
+_PROBES = 4
+"""Table positions tried for a key before a memory entry is overwritten (or a label untracked)."""
+_PRIOR_USEFULNESS = 0.5
+"""Usefulness of a label nothing is known about yet."""
+_SETTLED_USEFUL, _SETTLED_STAGNANT = 1.0 - 1e-6, 1e-6
+"""A label usefulness beyond these is not updated towards 1 (or 0) any more."""
+_ADMISSION_RATE = 1.0 / 8
+"""Rate of the EMA of failed admissions (no candidate good enough)."""
+_ADMISSION_FAILURE_LIMIT = 0.25
+"""Learned tasks are evicted only while fewer admissions than this fail."""
+_ADMISSION_GIVE_UP = 0.95
+"""No task is evicted while more admissions than this fail (until a task is next mastered)."""
+_CROWDED = 2.0
+"""A learned configuration holding more than this many times its share of the pool is crowded."""
+
+
+def config_key(env_cfg: Any, label: str, *, ignore: frozenset[str] = frozenset()) -> int:
+    """A positive int64 key of a task's label and env config without the top-level fields in
+    `ignore`, the same in every process (for configs whose `repr` is: plain data)."""
+    if ignore and isinstance(env_cfg, Mapping):
+        env_cfg = {k: v for k, v in env_cfg.items() if k not in ignore}
+    digest = hashlib.blake2b(repr((label, env_cfg)).encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") >> 1) or 1
+
+
+def id_fields(generator: TaskGenerator, capacity: int) -> frozenset[str]:
+    """Top-level env config fields in which `generator` repeats the task id (a tag, a seed
+    taken from the id): they tell tasks apart but not what a task is, so configuration keys
+    leave them out. Found by generating three probe ids of one slot."""
+    fields: set[str] | None = None
+    for task_id in (1, capacity + 1, 2 * capacity + 1):
+        env_cfg, _ = generator.generate(task_id)
+        echo = {k for k, v in env_cfg.items() if type(v) is int and v == task_id} if isinstance(env_cfg, Mapping) \
+            else set()
+        fields = echo if fields is None else fields & echo
+    return frozenset(fields or ())
+
+
+def _label_key(label: str) -> int:
+    return (int.from_bytes(hashlib.blake2b(label.encode(), digest_size=8).digest(), "little") >> 1) or 1
+
+
+class _PoolView(NamedTuple):
+    """What one refresh knows about the pool, per slot (and the number of configurations)."""
+
+    lp: np.ndarray
+    warm: np.ndarray
+    learned: np.ndarray
+    idle: np.ndarray
+    """Without LP."""
+    stagnant: np.ndarray
+    """Warm, without LP, never learned."""
+    share: np.ndarray | None
+    """1 / the copies of the slot's configuration in the pool (None: the same for every slot)."""
+    configs: int
+    kept: np.ndarray
+    """The one task of its label that eviction keeps."""
 
 
 class LearningProgressAlgorithm(CurriculumAlgorithm):
-    """Samples tasks in proportion to their learning progress; evicts the stagnant."""
+    """Samples tasks in proportion to their learning progress, revisits learned ones, and
+    remembers which configurations and labels turned out stagnant."""
 
     evicts = True
+    key_arrays = frozenset({"lp_key", "lp_label_keys", "lp_memory_keys"})
 
     def __init__(self, config: LearningProgressConfig, capacity: int, generator: TaskGenerator) -> None:
         super().__init__(capacity)
@@ -52,97 +197,463 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         k2 = a_f / (2 - a_f) + a_s / (2 - a_s) - 2 * a_f * a_s / (a_f + a_s - a_f * a_s)
         self._noise_scale = config.noise_z * math.sqrt(max(k2, 0.0))
         self._max_baseline = config.max_baseline
+        self._mastered_gain = config.mastered_gain
         self._warmup = config.min_samples_for_lp
+        self._memory_size = config.config_memory
+        self._peak_decay = a_s * config.slow_timescale_factor
+        # the baseline (the warm-up mean) is off by about sigma / sqrt(warm-up)
+        self._baseline_noise = config.noise_z / math.sqrt(self._warmup)
+        self._retry_samples = max(1, round(1.0 / a_f))
+        self._proven = self._warmup + self._retry_samples
+        self._id_fields = id_fields(generator, capacity)
+        self._record_constants = (a_f, a_s, self._max_baseline, self._mastered_gain, self._peak_decay,
+                                  self._noise_scale ** 2)
+        self._view: _PoolView | None = None
+        self._group_cache: tuple[tuple[int, ...], None, np.ndarray, int, np.ndarray] | None = None
+        self._slot_weights = np.arange(1, capacity + 1, dtype=np.int64) * 0x9E3779B1
 
+    # ---- layout --------------------------------------------------------------------------------
     def extra_layout(self) -> dict[str, tuple[str, int]]:
         n = self.capacity
-        return {"lp_fast": ("float64", n), "lp_slow": ("float64", n), "lp_var": ("float64", n),
-                "lp_baseline": ("float64", n)}
+        # one row per slot, so a completion reads and writes its statistics in one call each
+        layout = {"lp_state": ("float64", n * _NUM_FIELDS), "lp_key": ("int64", n), "lp_label": ("int64", n)}
+        layout["lp_label_keys"] = ("int64", LABEL_TABLE_SIZE)
+        layout["lp_label_usefulness"] = ("float64", LABEL_TABLE_SIZE)
+        layout["lp_label_retries"] = ("int64", LABEL_TABLE_SIZE)
+        layout["lp_counters"] = ("int64", len(LP_COUNTERS))
+        layout["lp_admission_failure"] = ("float64", 1)
+        if self._memory_size:
+            layout["lp_memory_keys"] = ("int64", self._memory_size)
+            layout["lp_memory"] = ("float64", self._memory_size * _NUM_FIELDS)
+        return layout
 
     def bind(self, tracker: Any) -> None:
         super().bind(tracker)
         arrays = tracker.backend.arrays
-        self._fast = arrays["lp_fast"]
-        self._slow = arrays["lp_slow"]
-        self._var = arrays["lp_var"]
-        self._baseline = arrays["lp_baseline"]
+        self._state = arrays["lp_state"].reshape(self.capacity, _NUM_FIELDS)
+        self._fast, self._slow, self._var, self._baseline, self._last, self._peak, self._count = self._state.T
+        self._key = arrays["lp_key"]  # configuration key; 0: not known yet
+        self._label = arrays["lp_label"]  # label table index + 1; 0: not known yet (or untracked)
+        self._label_keys = arrays["lp_label_keys"]
+        self._usefulness = arrays["lp_label_usefulness"]
+        self._retries = arrays["lp_label_retries"]  # samples of stagnant tasks each label is still owed
+        self._counters = arrays["lp_counters"]
+        self._admission_failure = arrays["lp_admission_failure"]
+        self._memory_keys = arrays.get("lp_memory_keys")
+        self._memory = arrays.get("lp_memory")
+        self._state_view = memoryview(arrays["lp_state"])
+        self._key_view = memoryview(self._key)
+        self._label_view = memoryview(self._label)
+        self._usefulness_view = memoryview(self._usefulness)
+        self._retries_view = memoryview(self._retries)
+        self._view = None
+        self._group_cache = None
+        self._label_indices: dict[str, tuple[int, int]] = {}  # label -> (index + 1, key), checked on use
 
     def generator_for_slot(self, slot: int) -> TaskGenerator:
         return self.generator
 
+    # ---- writes (under the tracker lock) -------------------------------------------------------
     def reset_slot(self, slot: int) -> None:
-        self._fast[slot] = 0.0
-        self._slow[slot] = 0.0
-        self._var[slot] = 0.0
-        self._baseline[slot] = 0.0
+        if self._count.item(slot) >= self._warmup and self._key.item(slot) != 0:
+            self._remember(slot)
+        self._state[slot] = 0.0
+        self._key[slot] = 0
+        self._label[slot] = 0
+
+    def replacement_task_id(self, slot: int, evicted_task_id: int) -> int:
+        """The first of the next `admission_candidates` ids of `slot` whose configuration is not
+        remembered as stagnant and whose label is useful enough; else the most useful one."""
+        generate = self.generator.generate
+        threshold = self.config.admission_usefulness
+        best = (-1.0, 0, 0, 0)  # usefulness, task id, key, label index
+        previous = 0
+        for k in range(1, self.config.admission_candidates + 1):
+            task_id = evicted_task_id + k * self.capacity
+            env_cfg, label = generate(task_id)
+            key = config_key(env_cfg, label, ignore=self._id_fields)
+            if key == previous:  # a generator that repeats itself for consecutive ids has no choice to offer
+                break
+            previous = key
+            label_index = self._label_index(label)
+            usefulness = self._usefulness.item(label_index - 1) if label_index else _PRIOR_USEFULNESS
+            entry = self._find(key)
+            if entry >= 0 and not self._entry_useful(entry):
+                usefulness = 0.0
+            if usefulness > best[0]:
+                best = (usefulness, task_id, key, label_index)
+            if usefulness >= threshold:
+                break
+            self._counters[_SKIPPED] += 1
+        failure = self._admission_failure.item(0)
+        self._admission_failure[0] = failure + _ADMISSION_RATE * (float(best[0] < threshold) - failure)
+        _, task_id, key, label_index = best
+        self._key[slot] = key
+        self._label[slot] = label_index
+        self._inherit(slot, key)
+        return task_id
 
     def record(self, slot: int, score: float, completions: int) -> int:
-        if completions == 1:
-            b = score if score < self._max_baseline else self._max_baseline
-            self._baseline[slot] = b
-        else:
-            b = self._baseline.item(slot)
-        x = (score - b) / (1.0 - b)
-        slow = self._slow.item(slot)
-        var = self._var.item(slot)
-        if completions <= self._warmup:
-            # warm-up: both EMAs sit at the running mean, so one noisy early score cannot open
-            # a gap that then decays like progress
-            mean = slow + (x - slow) / completions
-            var += ((x - mean) * (x - slow) - var) / completions
-            self._fast[slot] = mean
-            self._slow[slot] = mean
-            self._var[slot] = var
+        # memoryviews of the arrays: scalar reads and writes at half the cost of numpy's
+        state = self._state_view
+        i = slot * _NUM_FIELDS
+        fast, slow, var, b, last, peak, n = state[i:i + _NUM_FIELDS].tolist()
+        if n == 0.0 and self._key_view[slot] == 0:
+            self._identify(slot)
+            fast, slow, var, b, last, peak, n = state[i:i + _NUM_FIELDS].tolist()
+        n += 1.0
+        a_f, a_s, max_baseline, mastered_gain, peak_decay, band2 = self._record_constants
+        if n <= self._warmup:
+            # warm-up: raw scores, whose mean becomes the baseline and seeds the EMAs, so one
+            # noisy early score cannot open a gap that then decays like progress
+            fast += (score - fast) / n
+            if n > 1.0:
+                d = score - last
+                var += (0.5 * d * d - var) / (n - 1.0)
+            if n == self._warmup:
+                b = fast if fast < max_baseline else max_baseline
+                scale = 1.0 / (1.0 - b)
+                fast = (fast - b) * scale
+                var *= scale * scale
+                score = (score - b) * scale
+            state[i + _FAST] = fast
+            state[i + _SLOW] = fast
+            state[i + _VAR] = var
+            state[i + _BASE] = b
+            state[i + _LAST] = score
+            state[i + _PEAK] = fast
+            state[i + _COUNT] = n
             return POOL_UNCHANGED
-        fast = self._fast.item(slot)
-        fast += self._a_fast * (x - fast)
-        slow += self._a_slow * (x - slow)
-        d = x - fast
-        var += self._a_slow * (d * d - var)
-        self._fast[slot] = fast
-        self._slow[slot] = slow
-        self._var[slot] = var
+        x = (score - b) / (1.0 - b)
+        mastered_at = (max_baseline - b) / (1.0 - b)  # the slow EMA at level max_baseline
+        was_below = slow < mastered_at
+        fast += a_f * (x - fast)
+        slow += a_s * (x - slow)
+        d = x - last
+        var += a_s * (0.5 * d * d - var)
+        learned_at = mastered_gain + self._baseline_noise * math.sqrt(var)
+        if mastered_at < learned_at:
+            learned_at = mastered_at
+        if slow >= peak or peak < learned_at:  # ground lost counts only below a learned peak
+            peak = slow
+        else:
+            peak -= peak_decay * (peak - slow)
+        state[i + _FAST] = fast
+        state[i + _SLOW] = slow
+        state[i + _VAR] = var
+        state[i + _LAST] = x
+        state[i + _PEAK] = peak
+        state[i + _COUNT] = n
+        if was_below and slow >= mastered_at and not self._mastered_elsewhere(slot):
+            # a configuration newly mastered: every label is owed samples of its stagnant tasks,
+            # and admissions are worth trying again
+            self._counters[_EVENTS] += 1
+            self._retries[:] = self._retry_samples
+            self._admission_failure[0] = 0.0
+        label = self._label_view[slot] - 1
+        if label >= 0:
+            gap = fast - slow if fast > slow else slow - fast
+            if peak - slow > gap:
+                gap = peak - slow
+            usefulness = self._usefulness_view
+            u = usefulness[label]
+            if slow >= learned_at or gap * gap > band2 * var:
+                if u < _SETTLED_USEFUL:  # (an EMA this close to 1 stays put: no write)
+                    usefulness[label] = u + a_f * (1.0 - u)
+            else:
+                if u > _SETTLED_STAGNANT:
+                    usefulness[label] = u - a_f * u
+                retries = self._retries_view
+                owed = retries[label]
+                if owed > 0:
+                    retries[label] = owed - 1
         return POOL_UNCHANGED
 
+    def _learned_at(self, b: float, var: float) -> float:
+        """The slow EMA from which a task with baseline `b` and noise variance `var` counts as
+        learned: `mastered_gain` above a baseline that is itself the mean of a few noisy scores
+        (so plus `noise_z` of its standard error), or the level `max_baseline`."""
+        return min(self._mastered_gain + self._baseline_noise * math.sqrt(var), (self._max_baseline - b) / (1.0 - b))
+
+    def _mastered_elsewhere(self, slot: int) -> bool:
+        """Whether another task of the pool with this slot's configuration is mastered (O(pool),
+        only when a task's level reaches `max_baseline`)."""
+        same = np.flatnonzero(self._key == self._key.item(slot))
+        same = same[(same != slot) & (self._count[same] >= self._warmup)]
+        b = self._baseline[same]
+        return bool(((b + self._slow[same] * (1.0 - b)) >= self._max_baseline).any())
+
+    def _identify(self, slot: int) -> None:
+        """Key and label of a task the pool was filled with, at its first completion; a
+        configuration seen before hands its statistics on."""
+        env_cfg, label = self.generator.generate(self.tracker.task_ids.item(slot))
+        key = config_key(env_cfg, label, ignore=self._id_fields)
+        self._key[slot] = key
+        self._label[slot] = self._label_index(label)
+        self._counters[_IDENTIFIED] += 1
+        if self._count.item(slot) == 0:
+            self._inherit(slot, key)
+
+    def _label_index(self, label: str) -> int:
+        """Label table index + 1 of `label`, adding it if there is room; 0 if untracked."""
+        known = self._label_indices.get(label)
+        if known is not None and self._label_keys.item(known[0] - 1) == known[1]:  # (a loaded state may differ)
+            return known[0]
+        key = _label_key(label)
+        keys = self._label_keys
+        for probe in range(_PROBES):
+            i = (key + probe) % LABEL_TABLE_SIZE
+            stored = keys.item(i)
+            if stored == 0:
+                keys[i] = key
+                self._usefulness[i] = _PRIOR_USEFULNESS
+                stored = key
+            if stored == key:
+                self._label_indices[label] = (i + 1, key)
+                return i + 1
+        return 0
+
+    def _find(self, key: int) -> int:
+        """Memory entry holding `key`, or -1."""
+        keys = self._memory_keys
+        if keys is None:
+            return -1
+        for probe in range(_PROBES):
+            i = (key + probe) % self._memory_size
+            stored = keys.item(i)
+            if stored == key:
+                return i
+            if stored == 0:
+                return -1
+        return -1
+
+    def _entry_useful(self, entry: int) -> bool:
+        """Whether a remembered configuration had LP beyond its noise band or was learned."""
+        m = self._memory
+        base = entry * _NUM_FIELDS
+        fast, slow, peak = m.item(base + _FAST), m.item(base + _SLOW), m.item(base + _PEAK)
+        gap = max(abs(fast - slow), peak - slow)
+        var = m.item(base + _VAR)
+        return slow >= self._learned_at(m.item(base + _BASE), var) or gap > self._noise_scale * math.sqrt(var)
+
+    def _remember(self, slot: int) -> None:
+        keys = self._memory_keys
+        if keys is None:
+            return
+        key = self._key.item(slot)
+        m = self._memory
+        target, fewest = -1, math.inf
+        for probe in range(_PROBES):
+            i = (key + probe) % self._memory_size
+            stored = keys.item(i)
+            if stored == key or stored == 0:
+                target = i
+                break
+            count = m.item(i * _NUM_FIELDS + _COUNT)
+            if count < fewest:  # a full neighbourhood: replace the entry with the least evidence
+                target, fewest = i, count
+        keys[target] = key
+        base = target * _NUM_FIELDS
+        m[base:base + _NUM_FIELDS] = self._state[slot]
+
+    def _inherit(self, slot: int, key: int) -> None:
+        entry = self._find(key)
+        if entry < 0:
+            return
+        m = self._memory
+        base = entry * _NUM_FIELDS
+        self._state[slot] = m[base:base + _NUM_FIELDS]
+        self._counters[_HITS] += 1
+
+    # ---- reads (lock-free, once per refresh) ---------------------------------------------------
     def scores(self) -> np.ndarray:
-        gap = np.abs(self._fast - self._slow)
-        band = self._noise_scale * np.sqrt(np.maximum(self._var, 0.0))
-        lp = np.maximum(gap - band, 0.0)
-        lp[self.tracker.completions < self.config.min_samples_for_lp] = 0.0
+        slow = self._slow
+        gap = np.maximum(np.abs(self._fast - slow), self._peak - slow)
+        gap -= self._noise_scale * np.sqrt(self._var)
+        lp = np.maximum(gap, 0.0, out=gap)
+        lp[self._count < self._warmup] = 0.0
         return lp
 
     def score_at(self, slot: int) -> float:
-        if self.tracker.completions.item(slot) < self.config.min_samples_for_lp:
+        if self._count.item(slot) < self._warmup:
             return 0.0
-        gap = abs(self._fast.item(slot) - self._slow.item(slot))
-        return max(gap - self._noise_scale * math.sqrt(max(self._var.item(slot), 0.0)), 0.0)
+        slow = self._slow.item(slot)
+        gap = max(abs(self._fast.item(slot) - slow), self._peak.item(slot) - slow)
+        return max(gap - self._noise_scale * math.sqrt(self._var.item(slot)), 0.0)
+
+    def learned(self) -> np.ndarray:
+        """Per slot: warm and learned (its slow EMA `mastered_gain` above its baseline, or its
+        level at least `max_baseline`)."""
+        return (self._count >= self._warmup) & (self._slow >= self._learned_at_pool())
+
+    def _learned_at_pool(self) -> np.ndarray:
+        """`_learned_at` of every slot."""
+        b = self._baseline
+        learned_at = self._max_baseline - b
+        learned_at /= 1.0 - b
+        return np.minimum(learned_at, self._mastered_gain + self._baseline_noise * np.sqrt(self._var), out=learned_at)
+
+    def cold_weights(self) -> np.ndarray:
+        """Per slot: a cold task's part of the cold budget relative to one nothing is known
+        about (its label's usefulness x2, capped at 1); 0 for warm tasks."""
+        usefulness = np.concatenate(([_PRIOR_USEFULNESS], self._usefulness))[self._label]
+        return np.where(self._count < self._warmup, np.minimum(2.0 * usefulness, 1.0), 0.0)
+
+    def _groups(self) -> tuple[np.ndarray | None, int, np.ndarray]:
+        """Per slot 1 / copies of its configuration in the pool (unknown ones count as distinct;
+        None when every configuration has as many copies), the number of configurations, and
+        the slots kept as their label's one task (while the labels take at most half the pool).
+        Recomputed only when a task changed."""
+        # a fingerprint of which slot holds which configuration and label (int64 arithmetic
+        # wraps, which a fingerprint does not mind): a task replaced by one of the same
+        # configuration changes nothing here
+        weights = self._slot_weights
+        changes = (int(self._key @ weights), int(self._label @ weights))
+        cache = self._group_cache
+        if cache is not None and cache[0] == changes:
+            return cache[2], cache[3], cache[4]
+        n = self.capacity
+        key, label = self._key.copy(), self._label.copy()
+        _, group, copies = np.unique(np.where(key != 0, key, -1 - np.arange(n)), return_inverse=True,
+                                     return_counts=True)
+        kept = np.zeros(n, dtype=bool)
+        labels = np.unique(label)
+        if labels.size <= n // 2:
+            first_of_label = np.zeros(LABEL_TABLE_SIZE + 1, dtype=np.int64)
+            first_of_label[label[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the first slot
+            kept[first_of_label[labels]] = True
+        # every configuration with as many copies as the others: splitting per configuration
+        # changes no weight relative to another, and is skipped (None)
+        share = None if copies.min() == copies.max() else 1.0 / copies[group]
+        self._group_cache = (changes, None, share, copies.size, kept)
+        return share, copies.size, kept
+
+    def _pool_view(self, scores: np.ndarray) -> _PoolView:
+        warm = self._count >= self._warmup
+        learned = self._slow >= self._learned_at_pool()
+        learned &= warm
+        share, configs, kept = self._groups()
+        lp = np.where(warm, scores, 0.0)
+        idle = lp <= 0.0
+        stagnant = warm & idle
+        stagnant &= ~learned
+        return _PoolView(lp, warm, learned, idle, stagnant, share, configs, kept)
+
+    @staticmethod
+    def _per_config(mask: np.ndarray, share: np.ndarray | None) -> np.ndarray:
+        """`mask` as weights split per configuration (as it is when `share` is None)."""
+        return mask if share is None else mask * share
+
+    def due_retry(self, view: _PoolView) -> np.ndarray:
+        """Per slot: a warm, never-learned task without LP whose label is still owed samples
+        since a configuration was last mastered."""
+        owed = np.concatenate(([0], self._retries))[self._label] > 0
+        owed &= view.stagnant
+        return owed
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         n = scores.shape[0]
-        cold = self.tracker.completions < self.config.min_samples_for_lp
-        num_cold = int(np.count_nonzero(cold))
-        warm_weights = np.where(cold, 0.0, scores)
-        warm_total = float(warm_weights.sum())
-        eps = self.config.exploration
-        cold_share = self.config.cold_exploration if num_cold else 0.0
-        if not (warm_total > 0.0 and math.isfinite(warm_total)):
-            if not num_cold:
-                return np.full(n, 1.0 / n)
-            cold_share = 1.0 - eps  # nothing is learning: look at what has not been tried
-        probs = np.full(n, eps / n)
-        if num_cold:
-            probs[cold] += cold_share / num_cold
-        if warm_total > 0.0 and math.isfinite(warm_total):
-            # normalise first: share / warm_total overflows to inf when LP is subnormal (inf * 0 = NaN)
-            probs += (warm_weights / warm_total) * (1.0 - eps - cold_share)
+        config = self.config
+        view = self._view = self._pool_view(scores)
+        warm, learned, share = view.warm, view.learned, view.share
+        num_cold = n - int(np.count_nonzero(warm))
+        lp = view.lp if share is None else view.lp * share  # copies of one configuration share its weight
+        lp_total = float(lp.sum())
+        revisit = self._per_config(learned & view.idle, share) if learned.any() else None
+        revisit_total = float(revisit.sum()) if revisit is not None else 0.0
+        retry = self._per_config(self.due_retry(view), share) if config.retry and self._retries.any() else None
+        retry_total = float(retry.sum()) if retry is not None else 0.0
+        cold = self.cold_weights() if num_cold else None
+        cold_total = float(cold.sum()) if cold is not None else 0.0
+        cold_share = config.cold_exploration * cold_total / num_cold if num_cold else 0.0
+        revisit_share = config.revisit if revisit_total else 0.0
+        retry_share = config.retry if retry_total else 0.0
+        rest = 1.0 - config.exploration - cold_share - revisit_share - retry_share
+        probs = np.full(n, config.exploration / n) if share is None else share * (config.exploration / view.configs)
+        if lp_total > 0.0 and math.isfinite(lp_total):
+            # normalise first: rest / lp_total overflows to inf when LP is subnormal (inf * 0 = NaN)
+            lp /= lp_total
+            lp *= rest
+            probs += lp
+        elif num_cold < n:
+            # nothing is learning: learned tasks, and stagnant ones whose verdict is not proven yet
+            fallback = self._per_config(learned | (warm & (self._count < self._proven)), share)
+            total = float(fallback.sum())
+            if not total:
+                fallback = self._per_config(warm, share)
+                total = float(fallback.sum())
+            probs += fallback * (rest / total)
+        elif cold_total > 0.0:
+            cold_share += rest
+        else:
+            probs += rest / n
+        if revisit_share:
+            probs += revisit * (revisit_share / revisit_total)
+        if retry_share:
+            probs += retry * (retry_share / retry_total)
+        if cold_share > 0.0:
+            probs += cold * (cold_share / cold_total)
         return probs
 
+    def eviction_candidates(self, eligible: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Warm tasks without LP, the first non-empty group of: never-learned tasks except one
+        per label while the labels take at most half the pool (a task not yet within reach looks
+        stagnant until the student is ready for it); learned tasks of crowded configurations;
+        learned tasks while learned configurations hold more than `LEARNED_POOL_SHARE` of the
+        pool. Learned ones only while admissions find better tasks."""
+        view, self._view = self._view, None
+        if view is None:
+            view = self._pool_view(scores)
+        failure = self._admission_failure.item(0)
+        if failure > _ADMISSION_GIVE_UP:  # nothing better to admit: churn would only cost samples
+            return np.zeros_like(eligible)
+        idle = eligible & view.warm & (scores <= 0.0)
+        stagnant = idle & view.stagnant & ~view.kept
+        if stagnant.any() or failure > _ADMISSION_FAILURE_LIMIT:
+            return stagnant
+        n = eligible.shape[0]
+        idle_learned = idle & view.learned
+        share = np.full(n, view.configs / n) if view.share is None else view.share
+        crowded = idle_learned & (share * (_CROWDED * n / view.configs) < 1.0)
+        if crowded.any():
+            return crowded
+        learned_configs = float((view.learned * share).sum())  # configurations with all copies learned count 1
+        return idle_learned if learned_configs > LEARNED_POOL_SHARE * n else np.zeros(n, dtype=bool)
+
     def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:
-        if (arrays["lp_var"] < 0).any():
+        state = arrays["lp_state"].reshape(-1, _NUM_FIELDS)
+        if (state[:, _VAR] < 0).any():
             return "negative learning-progress variances"
-        if (arrays["lp_baseline"] > self._max_baseline).any():  # b = 1 would divide by zero
+        if (state[:, _BASE] > self._max_baseline).any():  # b = 1 would divide by zero
             return f"learning-progress baselines above max_baseline={self._max_baseline}"
+        if (state[:, _COUNT] < 0).any() or (arrays["lp_label_retries"] < 0).any() or (arrays["lp_counters"] < 0).any():
+            return "negative learning-progress counts"
+        label = arrays["lp_label"]
+        if ((label < 0) | (label > LABEL_TABLE_SIZE)).any():
+            return f"label indices outside [0, {LABEL_TABLE_SIZE}]"
+        if (arrays["lp_key"] < 0).any() or (arrays["lp_label_keys"] < 0).any():
+            return "negative configuration or label keys"
+        usefulness = arrays["lp_label_usefulness"]
+        failure = arrays["lp_admission_failure"]
+        if ((usefulness < 0) | (usefulness > 1)).any() or ((failure < 0) | (failure > 1)).any():
+            return "label usefulness or admission failure rate outside [0, 1]"
+        if "lp_memory" in arrays:
+            memory = arrays["lp_memory"].reshape(-1, _NUM_FIELDS)
+            if (memory[:, _VAR] < 0).any() or (memory[:, _COUNT] < 0).any() or (arrays["lp_memory_keys"] < 0).any() \
+                    or (memory[:, _BASE] > self._max_baseline).any():
+                return ("configuration memory entries with negative keys, variances or counts, or baselines above "
+                        f"max_baseline={self._max_baseline}")
         return None
 
     def stats(self) -> dict[str, Any]:
-        return {"lp_noise_band_scale": self._noise_scale}
+        learned = self.learned()
+        lp = self.scores()
+        return {
+            "lp_noise_band_scale": self._noise_scale,
+            "lp_learned_tasks": int(np.count_nonzero(learned)),
+            "lp_revisited_tasks": int(np.count_nonzero(learned & (lp <= 0.0))),
+            "lp_cold_tasks": int(np.count_nonzero(self._count < self._warmup)),
+            "lp_memory_hits": self._counters.item(_HITS),
+            "lp_admissions_skipped": self._counters.item(_SKIPPED),
+            "lp_mastery_events": self._counters.item(_EVENTS),
+        }

@@ -64,6 +64,15 @@ BAD_LP = [
     ({"noise_z": float("inf")}, "Expected `noise_z` to be a finite number >= 0, received inf"),
     ({"max_baseline": 1.0}, "Expected `max_baseline` to be a number in [0, 1), received 1.0"),
     ({"max_baseline": True}, "Expected `max_baseline` to be a number in [0, 1), received True"),
+    ({"revisit": 1.0}, "Expected `revisit` to be a number in [0, 1), received 1.0"),
+    ({"retry": -0.1}, "Expected `retry` to be a number in [0, 1), received -0.1"),
+    ({"exploration": 0.3, "cold_exploration": 0.3, "revisit": 0.2, "retry": 0.2},
+     "Expected `exploration + cold_exploration + revisit + retry` to be < 1, received 1.0"),
+    ({"mastered_gain": 0.0}, "Expected `mastered_gain` to be a number in (0, 1], received 0.0"),
+    ({"config_memory": -1}, "Expected `config_memory` to be an integer in [0, 10000000], received -1"),
+    ({"config_memory": 4096.0}, "Expected `config_memory` to be an integer in [0, 10000000], received 4096.0"),
+    ({"admission_candidates": 0}, "Expected `admission_candidates` to be an integer in [1, 1024], received 0"),
+    ({"admission_usefulness": 1.5}, "Expected `admission_usefulness` to be a number in [0, 1], received 1.5"),
 ]
 
 

@@ -33,9 +33,18 @@ from curriculum import (
     UnknownTaskError,
 )
 from curriculum.tracker import EMPTY
+from curriculum.algorithms.learning_progress import STATE_FIELDS
+
+LP_FIELD = {name: index for index, name in enumerate(STATE_FIELDS)}  # row 0 of lp_state
 
 CONFIGS: dict[str, Callable[..., Any]] = {"learning_progress": lp_config, "uniform": uniform_config,
                                           "staged": staged_config}
+
+
+def noise_score(task_id: int, env_cfg: dict[str, Any], step: int) -> float:
+    """A student that never improves: each score is hashed noise in [0, 1). Learning progress
+    evicts only stagnant tasks, so the eviction tests run this student."""
+    return ((task_id * 7919 + step * 104729) % 1000) / 1000.0
 
 
 @pytest.fixture
@@ -92,7 +101,8 @@ BASE_STATS = {"num_active_tasks", "total_completions", "late_completions", "evic
               "mean_lp_score", "pool_lp_gini", "pool_occupancy_gini", "sampling_gini", "sampling_entropy",
               "per_label_lp_scores", "per_label_active_tasks"}
 ALGORITHM_STATS = {
-    "learning_progress": {"lp_noise_band_scale"},
+    "learning_progress": {"lp_noise_band_scale", "lp_learned_tasks", "lp_revisited_tasks", "lp_cold_tasks",
+                          "lp_memory_hits", "lp_admissions_skipped", "lp_mastery_events"},
     "uniform": set(),
     "staged": {"stage", "stage_name", "stage_changes", "stage_episodes", "stage_window_mean", "advancements",
                "regressions"},
@@ -157,14 +167,16 @@ def test_evictions_take_only_presented_tasks_from_the_low_score_shortlist(seed: 
         task = curriculum.get_task()
         before = tracker.task_ids.copy()
         evictions = tracker.evictions
-        assert curriculum.update_task_performance(task.task_id, student_score(task.task_id, {}, step)) is True
+        assert curriculum.update_task_performance(task.task_id, noise_score(task.task_id, {}, step)) is True
         completions[task.task_id] += 1
         if tracker.evictions != evictions:
             changed = np.flatnonzero(tracker.task_ids != before).tolist()
             assert changed == [task.slot]  # only the completed task's slot is refilled
             assert candidates.get(task.slot) == task.task_id, "evicted a task that was not shortlisted"
             assert completions[task.task_id] >= config.min_presentations
-            assert tracker.task_id_at(task.slot) == task.task_id + config.num_active_tasks
+            # the algorithm admits one of the next `admission_candidates` ids of the slot
+            generations = (tracker.task_id_at(task.slot) - task.task_id) / config.num_active_tasks
+            assert generations in range(1, config.algorithm.admission_candidates + 1)
             evicted_since_refresh += 1
             evicted_total += 1
             assert evicted_since_refresh <= k
@@ -210,7 +222,8 @@ def test_a_shortlist_mark_does_not_pass_to_the_next_task_in_the_slot(closing) ->
 
 
 def test_completion_of_a_task_evicted_mid_episode_is_late_and_never_credited_to_the_new_task() -> None:
-    config = lp_config(n=1, min_presentations=1, eviction_percentile=100.0, refresh_interval=1)
+    config = lp_config(n=1, algorithm=LearningProgressConfig(min_samples_for_lp=1), min_presentations=1,
+                       eviction_percentile=100.0, refresh_interval=1)
     curriculum = Curriculum(config)
     assert curriculum.update_task_performance(curriculum.get_task().task_id, 0.5) is True  # now shortlisted
     first, second = curriculum.get_task(), curriculum.get_task()  # two episodes of task 0 running
@@ -350,18 +363,19 @@ def test_a_restored_curriculum_continues_exactly_like_the_original(closing, algo
     make = CONFIGS[algorithm]
     k, m = RESUME_PLAN[algorithm]
     overrides = {"advancement_threshold": 0.35, "regression_threshold": 0.2} if algorithm == "staged" else {}
+    score = noise_score if algorithm == "learning_progress" else student_score
     original = closing(make(**overrides))
     in_flight: list[int] = []
-    drive(original, k, in_flight=in_flight, lag=8)
+    drive(original, k, in_flight=in_flight, lag=8, score=score)
     saved = json.dumps(original.get_state())
     at_save = original.stats()
     resumed_in_flight = list(in_flight)
-    expected = drive(original, m, start=k, in_flight=in_flight, lag=8, stats=True)
+    expected = drive(original, m, start=k, in_flight=in_flight, lag=8, stats=True, score=score)
 
     restored = closing(make(**overrides), shared_memory=target == "shared")
     restored.load_state(json.loads(saved))
     assert restored.get_state() == json.loads(saved)
-    actual = drive(restored, m, start=k, in_flight=resumed_in_flight, lag=8, stats=True)
+    actual = drive(restored, m, start=k, in_flight=resumed_in_flight, lag=8, stats=True, score=score)
     assert actual == expected
     assert restored.get_state() == original.get_state()
     final = expected[-1][-1]
@@ -426,10 +440,10 @@ CORRUPTIONS: list[tuple[str, Callable[[dict], Any], str]] = [
      "expected format 'curriculum-state/1', received 'curriculum-state/0'"),
     ("missing-key", _drop("draws"), "expected keys {keys}, received {keys_without_draws}"),
     ("other-config", lambda s: _other_config_state(), "it was saved by a curriculum with a different config"),
-    ("missing-array", _drop("arrays", "lp_var"), "expected arrays {arrays}, received {arrays_without_var}"),
+    ("missing-array", _drop("arrays", "lp_state"), "expected arrays {arrays}, received {arrays_without_state}"),
     ("short-array", _set(("arrays", "task_ids"), lambda v: v[:-1]),
      "array 'task_ids' expected shape (8,), received (7,)"),
-    ("nan", _set(("arrays", "lp_fast", 2), float("nan")), "array 'lp_fast' holds NaN or infinite values"),
+    ("nan", _set(("arrays", "lp_state", 2), float("nan")), "array 'lp_state' holds NaN or infinite values"),
     ("inf", _set(("arrays", "score_sum", 0), float("inf")), "array 'score_sum' holds NaN or infinite values"),
     ("float-in-ints", _set(("arrays", "completions", 0), 1.5), "array 'completions' does not hold int64 values"),
     ("str-task-id", _set(("arrays", "task_ids", 1), "9"), "array 'task_ids' does not hold int64 values"),
@@ -438,8 +452,9 @@ CORRUPTIONS: list[tuple[str, Callable[[dict], Any], str]] = [
     ("negative-task-id", _set(("arrays", "task_ids", 0), -8), "task ids do not match their slots"),
     ("negative-count", _set(("arrays", "completions", 0), -1), "negative completion counts or counters"),
     ("negative-counter", _set(("arrays", "counters", 0), -1), "negative completion counts or counters"),
-    ("negative-variance", _set(("arrays", "lp_var", 0), -0.5), "negative learning-progress variances"),
-    ("baseline-one", _set(("arrays", "lp_baseline", 0), 1.0), "learning-progress baselines above max_baseline=0.75"),
+    # lp_state holds per slot (fast, slow, var, baseline, last, peak, count): 2 is slot 0's variance
+    ("negative-variance", _set(("arrays", "lp_state", 2), -0.5), "negative learning-progress variances"),
+    ("baseline-one", _set(("arrays", "lp_state", 3), 1.0), "learning-progress baselines above max_baseline=0.75"),
     ("rng-not-dict", _set(("rng",), [1, 2]), "the random generator state is not a PCG64 state"),
     ("rng-other-generator", _set(("rng", "bit_generator"), "MT19937"), "the random generator state is not a PCG64 state"),
     ("rng-negative", _set(("rng", "state", "state"), -1), "the random generator state is not a PCG64 state"),
@@ -469,11 +484,14 @@ CORRUPTIONS: list[tuple[str, Callable[[dict], Any], str]] = [
     ("task-id-near-int64-max", _set(("arrays", "task_ids", 0), 2**63 - 8), "task ids above 4611686018427387904"),
     ("evictable-huge", _set(("evictable", 0), 2**63 - 8),
      "evictable must hold, per slot, a task id of that slot or -1"),
-    ("lp-fast-huge", _set(("arrays", "lp_fast", 0), 1e308), "array 'lp_fast' holds values outside [-3, 1]"),
-    ("lp-slow-low", _set(("arrays", "lp_slow", 0), -3.5), "array 'lp_slow' holds values outside [-3, 1]"),
-    ("lp-var-huge", _set(("arrays", "lp_var", 0), 1e300), "array 'lp_var' holds values outside [0, 16]"),
-    ("baseline-negative", _set(("arrays", "lp_baseline", 0), -0.5),
-     "array 'lp_baseline' holds values outside [0, 0.75]"),
+    ("lp-fast-huge", _set(("arrays", "lp_state", LP_FIELD["fast"]), 1e308),
+     "array 'lp_state[fast]' holds values outside [-3, 1]"),
+    ("lp-slow-low", _set(("arrays", "lp_state", LP_FIELD["slow"]), -3.5),
+     "array 'lp_state[slow]' holds values outside [-3, 1]"),
+    ("lp-var-huge", _set(("arrays", "lp_state", LP_FIELD["var"]), 1e300),
+     "array 'lp_state[var]' holds values outside [0, 16]"),
+    ("lp-peak-huge", _set(("arrays", "lp_state", LP_FIELD["peak"]), 2.0),
+     "array 'lp_state[peak]' holds values outside [-3, 1]"),
     ("score-sum-huge", _set(("arrays", "score_sum", 0), 1e308), "mean or last scores outside score_range [0.0, 1.0]"),
     ("last-score-out-of-range", _set(("arrays", "last_score", 0), 1.5),
      "mean or last scores outside score_range [0.0, 1.0]"),
@@ -493,8 +511,8 @@ def test_corrupted_or_foreign_state_is_refused_and_changes_nothing(twins, mutate
     Curriculum(lp_config()).load_state(copy.deepcopy(state))  # and it is valid before it is spoiled
     state = mutate(state)
     why = why.format(keys=keys, keys_without_draws=[k for k in keys if k != "draws"],
-                     arrays=sorted(before["arrays"]), arrays_without_var=[k for k in sorted(before["arrays"])
-                                                                           if k != "lp_var"])
+                     arrays=sorted(before["arrays"]), arrays_without_state=[k for k in sorted(before["arrays"])
+                                                                             if k != "lp_state"])
     with pytest.raises(CurriculumStateError, match=exact(PREFIX + why)):
         curriculum.load_state(state)
     twin.load_state(before)
@@ -690,8 +708,7 @@ def test_a_huge_score_range_keeps_learning_progress_finite_and_checkpoints_round
     curriculum refused its own checkpoint."""
     huge = _scaled_run((0.0, 1e200), 1e200)
     state = huge.get_state()
-    for name in ("lp_fast", "lp_slow", "lp_var", "lp_baseline"):
-        assert all(math.isfinite(v) for v in state["arrays"][name]), name
+    assert all(math.isfinite(v) for v in state["arrays"]["lp_state"])
     restored = Curriculum(lp_config(score_range=(0.0, 1e200)))
     restored.load_state(json.loads(json.dumps(state)))
     assert restored.get_state() == state
@@ -704,7 +721,7 @@ def test_the_algorithm_sees_scores_normalised_into_the_unit_range() -> None:
     unit_state, scaled_state = unit.get_state(), scaled.get_state()
     for name in ("task_ids", "completions", "counters"):
         assert scaled_state["arrays"][name] == unit_state["arrays"][name], name
-    for name in ("lp_fast", "lp_slow", "lp_var", "lp_baseline"):  # equal up to the rounding of s * 1e200 / 1e200
-        assert np.allclose(scaled_state["arrays"][name], unit_state["arrays"][name], rtol=1e-12, atol=1e-15), name
+    # equal up to the rounding of s * 1e200 / 1e200
+    assert np.allclose(scaled_state["arrays"]["lp_state"], unit_state["arrays"]["lp_state"], rtol=1e-12, atol=1e-15)
     assert scaled_state["draws"] == unit_state["draws"] and scaled_state["samples"] == unit_state["samples"]
     assert np.allclose(np.array(scaled_state["arrays"]["score_sum"]) / 1e200, unit_state["arrays"]["score_sum"])

@@ -1,17 +1,38 @@
-"""Learning progress: rising (or falling) scores earn LP, flat and pure-noise scores do not.
+"""Learning progress: rising (or falling) scores earn LP, flat and pure-noise scores do not;
+mastered tasks are revisited and impossible ones are not, also once everything learnable is
+mastered; configurations and labels proven stagnant are remembered across eviction.
 
-Students here are score curves per pool slot, fed through the public API with eviction off,
-so each slot keeps one task for the whole run.
+The first students are score curves per pool slot, fed through the public API with eviction
+off, so each slot keeps one task for the whole run. Then a corridor family with impossible
+lengths runs through a whole curriculum with eviction, and the algorithm's own mechanisms
+(memory, admission, label usefulness, retries, checkpointed state) are driven directly over a
+tracker.
 """
 
 from __future__ import annotations
 
+import copy
+import json
+import multiprocessing
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
+from helpers import exact
 
-from curriculum import Curriculum, CurriculumConfig, LearningProgressConfig, SingleTaskGenerator
+from curriculum import (
+    BucketedTaskGenerator,
+    Curriculum,
+    CurriculumConfig,
+    CurriculumStateError,
+    LearningProgressConfig,
+    SingleTaskGenerator,
+    TaskGenerator,
+    TaskTracker,
+)
+from curriculum.algorithms import LearningProgressAlgorithm
+from curriculum.algorithms.learning_progress import id_fields
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # numpy overflow / NaN is a bug here
 
@@ -124,3 +145,291 @@ def test_tiny_scores_still_give_a_probability_distribution() -> None:
     probabilities = curriculum.sampling_probabilities()
     assert np.isfinite(probabilities).all() and probabilities.sum() == pytest.approx(1.0)
     assert probabilities[0] > probabilities[1]
+
+
+def test_relearning_a_forgotten_task_keeps_its_lp_until_it_is_back_where_it_was() -> None:
+    """Fast and slow EMAs cross on the way back up after a drop; the ground lost below the
+    learned peak keeps the task's LP (and its sampling share) until it is regained."""
+    def learn_forget_relearn(k: int, rng: np.random.Generator) -> float:
+        if k < 100:
+            level = 0.1 + 0.8 * k / 100
+        elif k < 150:
+            level = 0.9
+        else:
+            level = min(0.9, 0.2 + 0.004 * (k - 150))  # forgotten at 150, relearned slowly
+        return float(np.clip(level + rng.normal(0.0, 0.03), 0.0, 1.0))
+
+    _, lp, probabilities = _run([learn_forget_relearn, constant_zero], seed=0)
+    relearning = slice(155, 150 + int(0.6 / 0.004) - 20)  # until the level is near 0.8
+    assert (lp[relearning, 0] > 0).all()
+    assert (probabilities[relearning, 0] > 0.6).all()
+
+
+# ---- a whole curriculum: a corridor family with impossible lengths, after mastery ------------
+CORRIDOR_LENGTHS = range(1, 9)
+MASTERED_LENGTHS = range(1, 5)  # the student has mastered these; the longer ones are impossible
+
+
+def _corridor_run(seed: int, episodes: int, *, forget: int | None = None) -> tuple[Curriculum, list[int], int]:
+    """A pool of 16 corridors drawn from 8 lengths under one label. The student has mastered
+    lengths 1-4 (score ~0.95) and can never finish 5-8 (score 0): everything learnable is
+    mastered from the start, the phase in which every LP is 0. With `forget`, that length is
+    forgotten halfway (score 0.2, relearned by 0.005 per episode on it). Returns the
+    curriculum, the length of every episode and the evictions in the second half."""
+    generator = BucketedTaskGenerator({}, {"length": list(CORRIDOR_LENGTHS)}, label="corridor", seed=seed)
+    curriculum = Curriculum(CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(),
+                                             num_active_tasks=16, seed=seed))
+    rng = np.random.default_rng(seed)
+    relearned = 0.2
+    lengths = []
+    evictions = 0
+    for episode in range(episodes):
+        if episode == episodes // 2:
+            evictions = curriculum.stats()["evictions"]
+        task = curriculum.get_task()
+        length = task.env_cfg["length"]
+        score = 0.0 if length not in MASTERED_LENGTHS else 0.95
+        if forget is not None and length == forget and episode >= episodes // 2:
+            score, relearned = relearned, min(0.95, relearned + 0.005)
+        if score:
+            score = float(np.clip(score + rng.normal(0.0, 0.05), 0.0, 1.0))
+        curriculum.update_task_performance(task.task_id, score)
+        lengths.append(length)
+    return curriculum, lengths, curriculum.stats()["evictions"] - evictions
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_after_mastery_impossible_settings_stay_out_and_mastered_ones_are_revisited(seed: int) -> None:
+    """The failure seen in a real run: once every LP was 0, evicted impossible configurations
+    came back as cold tasks and took a third of the samples again."""
+    _, lengths, evictions = _corridor_run(seed, 12_000)
+    after = lengths[6_000:]
+    impossible = sum(1 for length in after if length not in MASTERED_LENGTHS) / len(after)
+    assert impossible < 0.05
+    assert evictions < 20  # no churn of zero-LP tasks
+    for length in MASTERED_LENGTHS:  # every mastered length is practised often enough to notice forgetting
+        seen = [i for i, played in enumerate(after) if played == length]
+        assert max(np.diff([-1, *seen, len(after)])) <= 200, length
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_mastered_task_that_is_forgotten_after_mastery_is_caught(seed: int) -> None:
+    _, lengths, _ = _corridor_run(seed, 8_000, forget=2)
+    caught = lengths[4_000:4_300]
+    assert caught.count(2) / len(caught) > 0.5
+
+
+# ---- the algorithm's mechanisms, driven over a tracker ----------------------------------------
+class TableGenerator(TaskGenerator):
+    """Task id `i` is the `i % len(table)`-th (label, env config) of the table."""
+
+    def __init__(self, table: list[tuple[str, dict[str, Any]]]) -> None:
+        self.table = table
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        label, env_cfg = self.table[task_id % len(self.table)]
+        return dict(env_cfg), label
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "table", "table": repr(self.table)}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(label for label, _ in self.table))
+
+
+def _algorithm(capacity: int, generator: TaskGenerator, **fields: Any) -> tuple[LearningProgressAlgorithm, TaskTracker]:
+    """An algorithm over a fresh local tracker whose slot `s` holds task `s`."""
+    algorithm = LearningProgressAlgorithm(LearningProgressConfig(**fields), capacity, generator)
+    tracker = TaskTracker.create(capacity, algorithm.extra_layout())
+    algorithm.bind(tracker)
+    for slot in range(capacity):
+        algorithm.reset_slot(slot)
+        tracker.assign(slot, slot, evicted=False)
+    return algorithm, tracker
+
+
+def _complete(algorithm: LearningProgressAlgorithm, tracker: TaskTracker, slot: int, scores: list[float]) -> None:
+    for score in scores:
+        algorithm.record(slot, score, tracker.record(slot, score))
+
+
+def _evict(algorithm: LearningProgressAlgorithm, tracker: TaskTracker, slot: int) -> int:
+    """What `Curriculum` does on eviction; returns the admitted task id."""
+    evicted = tracker.task_id_at(slot)
+    algorithm.reset_slot(slot)
+    task_id = algorithm.replacement_task_id(slot, evicted)
+    tracker.assign(slot, task_id, evicted=True)
+    return task_id
+
+
+FLAT_ZERO = [0.0] * 30
+MASTERED = [0.95, 0.9, 1.0, 0.95] * 8
+
+
+def test_an_evicted_configuration_comes_back_with_its_statistics_not_cold() -> None:
+    generator = TableGenerator([("corridor", {"length": 9}), ("corridor", {"length": 1})])
+    algorithm, tracker = _algorithm(2, generator)  # slot 0: length 9, slot 1: length 1
+    _complete(algorithm, tracker, 0, FLAT_ZERO)
+    _complete(algorithm, tracker, 1, MASTERED)
+    before = algorithm.learned().tolist(), algorithm.cold_weights().tolist()
+    for slot in (0, 1):  # the candidates of a slot are ids slot + 2k: the same length again
+        assert _evict(algorithm, tracker, slot) == slot + 2
+    assert (algorithm.learned().tolist(), algorithm.cold_weights().tolist()) == before == ([False, True], [0.0, 0.0])
+    assert algorithm.stats()["lp_memory_hits"] == 2
+
+
+class TaggingGenerator(TableGenerator):
+    """A table whose configs also carry the task id (as a tag or a seed drawn from it)."""
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        env_cfg, label = super().generate(task_id)
+        return {**env_cfg, "tag": task_id}, label
+
+
+def test_a_field_that_repeats_the_task_id_is_not_part_of_the_configuration() -> None:
+    table = [("corridor", {"length": 9}), ("corridor", {"length": 1})]
+    assert id_fields(TaggingGenerator(table), 2) == {"tag"}
+    assert id_fields(TableGenerator([("corridor", {"length": 1})]), 2) == set()  # 1 is an id only by chance
+    algorithm, tracker = _algorithm(2, TaggingGenerator(table))
+    _complete(algorithm, tracker, 0, FLAT_ZERO)
+    _complete(algorithm, tracker, 1, MASTERED)
+    assert _evict(algorithm, tracker, 0) == 2  # another tag, the same corridor: remembered, not cold
+    assert algorithm.stats()["lp_memory_hits"] == 1 and algorithm.cold_weights()[0] == 0.0
+
+
+def test_without_a_configuration_memory_an_evicted_configuration_comes_back_cold() -> None:
+    generator = TableGenerator([("corridor", {"length": 9}), ("corridor", {"length": 1})])
+    algorithm, tracker = _algorithm(2, generator, config_memory=0)
+    assert "lp_memory" not in algorithm.extra_layout()
+    _complete(algorithm, tracker, 0, FLAT_ZERO)
+    _complete(algorithm, tracker, 1, MASTERED)
+    assert _evict(algorithm, tracker, 0) == 2
+    assert algorithm.cold_weights()[0] == 1.0 and algorithm.stats()["lp_memory_hits"] == 0
+
+
+def test_admission_passes_over_a_configuration_remembered_as_stagnant() -> None:
+    # slot 0 of a pool of 2 sees ids 0, 2, 4, ...: length 9, 9, 1, 9, 9, 1, ...
+    generator = TableGenerator([("corridor", {"length": 9}), ("corridor", {"length": 9}), ("corridor", {"length": 9}),
+                                ("corridor", {"length": 9}), ("corridor", {"length": 1}), ("corridor", {"length": 9})])
+    algorithm, tracker = _algorithm(2, generator, admission_candidates=3)
+    _complete(algorithm, tracker, 0, FLAT_ZERO)
+    _complete(algorithm, tracker, 1, MASTERED)  # the label stays useful: only the configuration is stagnant
+    assert _evict(algorithm, tracker, 0) == 4  # ids 2 (length 9, remembered stagnant) passed over, 4 is length 1
+    assert algorithm.stats()["lp_admissions_skipped"] == 1
+    assert algorithm.cold_weights()[0] == 1.0  # a configuration not seen before starts cold
+
+
+def test_admission_falls_back_to_the_first_candidate_when_all_are_stagnant() -> None:
+    generator = TableGenerator([("corridor", {"length": 9})])
+    algorithm, tracker = _algorithm(2, generator, admission_candidates=3)
+    _complete(algorithm, tracker, 0, FLAT_ZERO)
+    _complete(algorithm, tracker, 1, FLAT_ZERO)
+    assert _evict(algorithm, tracker, 0) == 2
+    assert not algorithm.learned()[0] and algorithm.cold_weights()[0] == 0.0  # known stagnant at once
+
+
+def test_cold_exploration_shrinks_for_a_label_whose_tasks_keep_turning_out_stagnant() -> None:
+    generator = TableGenerator([("wall", {"level": 0}), ("maze", {"level": 1}), ("wall", {"level": 2}),
+                                ("maze", {"level": 3})])
+    algorithm, tracker = _algorithm(4, generator)
+    _complete(algorithm, tracker, 0, FLAT_ZERO)  # a wall never pays
+    _complete(algorithm, tracker, 1, [min(1.0, k / 40) for k in range(30)])  # a maze is being learned
+    _complete(algorithm, tracker, 2, [0.0])  # a new wall and a new maze, one completion each: still cold
+    _complete(algorithm, tracker, 3, [0.1])
+    weights = algorithm.cold_weights()
+    assert weights[1] == weights[0] == 0.0  # warm tasks get no cold weight
+    assert weights[3] == 1.0  # the new maze: full cold weight
+    assert weights[2] < 0.1  # the new wall: almost none
+
+
+def test_when_a_configuration_is_mastered_the_stagnant_labels_get_retried() -> None:
+    """A task out of reach looks stagnant until what it needs is mastered."""
+    generator = TableGenerator([("step_1", {"step": 1}), ("step_2", {"step": 2}), ("wall", {"step": 9})])
+    algorithm, tracker = _algorithm(3, generator, exploration=0.0)
+    _complete(algorithm, tracker, 1, FLAT_ZERO)  # step 2 needs step 1 first
+    _complete(algorithm, tracker, 2, FLAT_ZERO)
+    _complete(algorithm, tracker, 0, [min(0.95, 0.1 + k / 50) for k in range(5)])  # step 1 being learned
+    assert algorithm.stats()["lp_mastery_events"] == 0
+    learning = algorithm.probabilities(algorithm.scores())
+    assert learning[1] == learning[2] == 0.0
+    _complete(algorithm, tracker, 0, [min(0.95, 0.2 + k / 50) for k in range(5, 200)])  # ... and mastered
+    assert algorithm.stats()["lp_mastery_events"] == 1
+    retried = algorithm.probabilities(algorithm.scores())
+    assert retried[1] == retried[2] == pytest.approx(0.05)  # `retry` shared by the two stagnant labels
+    for slot in (1, 2):
+        _complete(algorithm, tracker, slot, [0.0] * 10)  # one fast-EMA timescale each, still stagnant
+    settled = algorithm.probabilities(algorithm.scores())
+    assert settled[1] == settled[2] == 0.0
+
+
+def test_eviction_lets_go_of_stagnant_tasks_but_keeps_learned_ones_and_one_task_per_label() -> None:
+    generator = TableGenerator([("wall", {"level": 0}), ("wall", {"level": 1}), ("maze", {"level": 2}),
+                                ("maze", {"level": 3}), ("maze", {"level": 4}), ("maze", {"level": 5})])
+    algorithm, tracker = _algorithm(6, generator)
+    for slot in range(6):
+        _complete(algorithm, tracker, slot, FLAT_ZERO if slot < 4 else MASTERED)
+    candidates = algorithm.eviction_candidates(np.ones(6, dtype=bool), algorithm.scores())
+    assert candidates.tolist() == [False, True, False, True, False, False]
+
+
+def _shared_completions(name: str, config: CurriculumConfig, queue: Any) -> None:
+    """In another process: attach and run the stagnant task of slot 2 (and its successors) for
+    a while; report the evictions."""
+    curriculum = Curriculum.attach(name, config, seed=1)
+    for _ in range(200):
+        curriculum.update_task_performance(curriculum.tracker.task_id_at(2), 0.0)
+    queue.put(curriculum.stats()["evictions"])
+    curriculum.close()
+
+
+def test_the_memory_and_label_table_are_shared_with_other_processes(make_curriculum) -> None:
+    generator = TableGenerator([("wall", {"level": 0}), ("maze", {"level": 1})])
+    config = CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(), num_active_tasks=4,
+                              min_presentations=10, eviction_percentile=50.0, refresh_interval=1, seed=3)
+    owner = make_curriculum(config, shared=True)  # slots 0 and 2 hold walls, 1 and 3 mazes
+    for slot in (1, 3):
+        for k in range(40):
+            owner.update_task_performance(slot, min(1.0, k / 30))
+    for _ in range(10):
+        owner.update_task_performance(0, 0.0)  # the wall eviction keeps as its label's one task
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_shared_completions, args=(owner.shared_memory_name, config, queue))
+    child.start()
+    evictions = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0 and evictions >= 1
+    stats = owner.stats()
+    assert stats["evictions"] == evictions  # the child's evictions of the wall in slot 2 ...
+    assert stats["lp_memory_hits"] == evictions  # ... brought the wall back known, also as the owner sees it
+    owner.reseed(0)  # a refresh
+    assert owner.sampling_probabilities()[2] < 0.05  # not cold: the exploration floor only
+
+
+CORRUPT = [
+    ("lp_label_usefulness", 0, 1.5, "label usefulness or admission failure rate outside [0, 1]"),
+    ("lp_admission_failure", 0, -0.1, "label usefulness or admission failure rate outside [0, 1]"),
+    ("lp_label_retries", 3, -1, "negative learning-progress counts"),
+    ("lp_state", 6, -1.0, "negative learning-progress counts"),
+    ("lp_label", 1, 257, "label indices outside [0, 256]"),
+    ("lp_key", 1, -5, "negative configuration or label keys"),
+]
+
+
+@pytest.mark.parametrize(("array", "index", "value", "why"), CORRUPT, ids=[c[0] for c in CORRUPT])
+def test_a_checkpoint_with_corrupt_learning_progress_tables_is_refused(array: str, index: int, value: Any,
+                                                                      why: str) -> None:
+    config = CurriculumConfig(task_generator=TableGenerator([("wall", {"level": 0}), ("maze", {"level": 1})]),
+                              num_active_tasks=4, refresh_interval=4)
+    curriculum = Curriculum(config)
+    for k in range(60):
+        task = curriculum.get_task()
+        curriculum.update_task_performance(task.task_id, 0.0 if task.label == "wall" else min(1.0, k / 50))
+    state = json.loads(json.dumps(curriculum.get_state()))
+    Curriculum(config).load_state(copy.deepcopy(state))  # valid before it is spoiled
+    state["arrays"][array][index] = value
+    before = curriculum.get_state()
+    with pytest.raises(CurriculumStateError, match=exact(f"Cannot load curriculum state: {why}")):
+        curriculum.load_state(state)
+    assert curriculum.get_state() == before

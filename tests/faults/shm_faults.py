@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 import curriculum as curriculum_package
+from curriculum.algorithms.learning_progress import STATE_FIELDS
 from curriculum import (
     Curriculum,
     CurriculumConfig,
@@ -50,11 +51,16 @@ def task_score(task_id: int) -> float:
     return ((task_id * 37 + 5) % 16) / 16
 
 
+LP_WARMUP = 2
+
+
 def lp_config(n: int = 16, **overrides: Any) -> CurriculumConfig:
     """Learning progress with aggressive eviction: evictions race running episodes."""
     fields: dict[str, Any] = {
         "task_generator": SingleTaskGenerator({"level": 1}, label="faults"),
-        "algorithm": LearningProgressConfig(min_samples_for_lp=2),
+        # one statistics row per task (no configuration memory, the next id admitted): the
+        # invariants check each slot against its own task
+        "algorithm": LearningProgressConfig(min_samples_for_lp=LP_WARMUP, config_memory=0, admission_candidates=1),
         "num_active_tasks": n,
         "seed": 3,
         "min_presentations": 3,
@@ -114,12 +120,18 @@ def invariant_violations(arrays: Mapping[str, np.ndarray], *, evicts: bool, with
     if late < 0:
         bad.append(f"negative late completions {late}")
     if with_lp:
-        baseline = np.where(completions > 0, np.minimum(expected, 0.75), 0.0)
-        signal_ = np.where(completions > 0, (expected - baseline) / (1.0 - baseline), 0.0)
-        for name, want in (("lp_baseline", baseline), ("lp_fast", signal_), ("lp_slow", signal_),
-                           ("lp_var", np.zeros(n))):
-            if not np.array_equal(arrays[name], want):
-                bad.append(f"{name} {arrays[name].tolist()} != {want.tolist()} for a constant score per task")
+        # a constant score: the raw mean while warming up, then a flat signal over the baseline
+        state = arrays["lp_state"].reshape(n, len(STATE_FIELDS))
+        fields = dict(zip(STATE_FIELDS, state.T))
+        count = fields["count"]
+        warm = count >= LP_WARMUP
+        baseline = np.where(warm, np.minimum(expected, 0.75), 0.0)
+        signal_ = np.where(warm, (expected - baseline) / (1.0 - baseline), np.where(count > 0, expected, 0.0))
+        for name, want in (("baseline", baseline), ("fast", signal_), ("slow", signal_), ("peak", signal_),
+                           ("var", np.zeros(n))):
+            if not np.array_equal(fields[name], want):
+                bad.append(f"lp_state[{name}] {fields[name].tolist()} != {want.tolist()} for a constant score per "
+                           "task")
     return bad
 
 

@@ -277,7 +277,7 @@ TARGETS = st.integers(0, 9).flatmap(lambda k: st.sampled_from(_targets(in_config
        drop=st.integers(0, 9).map(lambda k: k == 0))
 @example(target=("learning_progress", ("arrays", "completions", 0)), value=2**63 - 1, drop=False)
 @example(target=("learning_progress", ("samples", 0)), value=10**400, drop=False)
-@example(target=("learning_progress", ("arrays", "lp_fast", 0)), value=1e308, drop=False)
+@example(target=("learning_progress", ("arrays", "lp_state", 0)), value=1e308, drop=False)
 @example(target=("staged", ("arrays", "stage_counters", 1)), value=2**63 - 1, drop=False)
 def test_load_state(examples: Examples, target: tuple[str, tuple], value: Any, drop: bool) -> None:
     """A hand-crafted checkpoint: one entry replaced (or removed) at any depth. The examples
