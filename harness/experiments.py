@@ -22,7 +22,7 @@ import numpy as np
 from curriculum import CurriculumConfig, LearningProgressConfig
 from harness.runners import RunResult, run_direct
 from harness.task_spaces import TaskSpace, chain_task_space, forgetting_task_space, impossible_task_space
-from harness.thresholds import DEPENDENCY_CHAIN, EVICTION, FORGETTING, IMPOSSIBLE_TASKS
+from harness.thresholds import AFTER_MASTERY, DEPENDENCY_CHAIN, EVICTION, FORGETTING, IMPOSSIBLE_TASKS
 
 __all__ = [
     "CurriculumFactory",
@@ -40,6 +40,8 @@ __all__ = [
     "forgetting",
     "EvictionRun",
     "eviction_health",
+    "AfterMasteryRun",
+    "after_mastery",
 ]
 
 CurriculumFactory = Callable[..., Any]
@@ -211,6 +213,39 @@ def forgetting(factory: CurriculumFactory, *, seed: int, oracle: Any = None) -> 
     return ForgettingRun(mastered, len(learning), before, decayed, after.count(FORGOTTEN_TASK) / limits.window)
 
 
+# ---------------------------------------------------------------------------------- after mastery
+@dataclass
+class AfterMasteryRun:
+    """One run to mastery of every learnable task, then a window of practice."""
+
+    mastered: bool
+    """Whether every learnable task was mastered within `AFTER_MASTERY.max_learning_episodes`."""
+    learning_episodes: int
+    impossible_share: float
+    """Share of the window's samples that went to impossible tasks."""
+
+
+def after_mastery(factory: CurriculumFactory, *, seed: int, oracle: Any = None) -> AfterMasteryRun:
+    """Learnable + constant-plus-noise impossible tasks: play until every learnable task is
+    mastered (or the cap), then `AFTER_MASTERY.window` episodes, where nothing is left to learn."""
+    limits = AFTER_MASTERY
+    space = impossible_task_space(num_learnable=limits.num_learnable, num_impossible=limits.num_impossible,
+                                  mode="noise", seed=seed)
+    simulator = space.simulator
+    curriculum = _watch(factory(CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                                                 num_active_tasks=limits.pool, seed=seed)), oracle)
+    learnable = range(limits.num_learnable)
+    episodes = 0
+    while episodes < limits.max_learning_episodes:
+        episodes += len(_play(curriculum, simulator, limits.check_every))
+        if all(simulator.is_mastered(i) for i in learnable):
+            break
+    mastered = all(simulator.is_mastered(i) for i in learnable)
+    window = _play(curriculum, simulator, limits.window)
+    impossible = sum(1 for index in window if index >= limits.num_learnable)
+    return AfterMasteryRun(mastered, episodes, impossible / len(window))
+
+
 # ---------------------------------------------------------------------------------- eviction
 @dataclass
 class EvictionRun:
@@ -317,6 +352,7 @@ SETUPS: dict[str, Setup] = {
     "dependency_chain": Setup(dependency_chain, lambda: DEPENDENCY_CHAIN.seeds),
     "forgetting": Setup(forgetting, lambda: FORGETTING.seeds),
     "eviction": Setup(eviction_health, lambda: EVICTION.seeds),
+    "after_mastery": Setup(after_mastery, lambda: AFTER_MASTERY.seeds),
 }
 """Setup name -> its runs and seed count."""
 
@@ -347,6 +383,14 @@ CHECKS: tuple[StatisticalCheck, ...] = (
     StatisticalCheck("eviction_mean_rank", "eviction", lambda r: r.mean_rank,
                      lambda: EVICTION.max_mean_rank, True,
                      "mean rank of evicted tasks among the eligible ones (0: always the lowest scoring)", ".3f"),
+    StatisticalCheck("after_mastery_mastered_share", "after_mastery", lambda r: float(r.mastered),
+                     lambda: AFTER_MASTERY.min_mastered_share, False,
+                     "share of runs whose 5 learnable tasks were all mastered within "
+                     f"{AFTER_MASTERY.max_learning_episodes:,} episodes (5 noise-impossible tasks beside them)", ".0%"),
+    StatisticalCheck("after_mastery_impossible_share", "after_mastery", lambda r: r.impossible_share,
+                     lambda: AFTER_MASTERY.max_impossible_share, True,
+                     f"share of the {AFTER_MASTERY.window:,} episodes after mastery spent on impossible tasks "
+                     "(uniform: 50%)", ".1%"),
 )
 """Every statistical check of the gate."""
 

@@ -279,6 +279,44 @@ def make_decline_blind_lp(config: CurriculumConfig) -> Curriculum:
     return _with_algorithm(Curriculum(config), _DeclineBlindLP)
 
 
+class _UniformWhenFlatLP(LearningProgressAlgorithm):
+    """Bug: once no task shows learning progress, sampling falls back to uniform over the pool
+    (the PPO run where impossible tasks climbed back to 23-40% of samples after mastery)."""
+
+    def probabilities(self, scores: np.ndarray) -> np.ndarray:
+        if (scores > 0.0).any():
+            return super().probabilities(scores)
+        return np.full(scores.shape[0], 1.0 / scores.shape[0])
+
+
+def make_uniform_when_flat_lp(config: CurriculumConfig) -> Curriculum:
+    """Canary of the after-mastery scenario: nothing left to learn means uniform sampling."""
+    return _with_algorithm(Curriculum(config), _UniformWhenFlatLP)
+
+
+class _AbandoningLP(LearningProgressAlgorithm):
+    """Bug: eviction keeps one task per label only, and admission trusts every stagnant verdict
+    for good, so a configuration that learns slowly can leave the pool and never come back."""
+
+    def _groups(self):
+        share, configs, _ = super()._groups()
+        label = self._label
+        kept = np.zeros(self.capacity, dtype=bool)
+        first = {}
+        for slot, value in enumerate(label.tolist()):
+            first.setdefault(value, slot)
+        kept[list(first.values())] = True
+        return share, configs, kept
+
+    def _forget_stagnant(self) -> None:
+        return None
+
+
+def make_abandoning_lp(config: CurriculumConfig) -> Curriculum:
+    """Canary of the after-mastery scenario: slow learners are dropped for good."""
+    return _with_algorithm(Curriculum(config), _AbandoningLP)
+
+
 class _LateAdvancingStaged(StagedProgressionAlgorithm):
     """Bug: the stage may change only after more than `min_episodes` episodes (off by one)."""
 
@@ -340,6 +378,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
     "test_config_at_reset": (("--gate-curriculum-env", "harness.faults:LateConfigCurriculumEnv"),),
     "test_per_label_metrics": (("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),),
     "test_forgetting": (("--gate-curriculum", "harness.faults:make_decline_blind_lp"),),
+    "test_after_mastery": (("--gate-curriculum", "harness.faults:make_uniform_when_flat_lp"),
+                           ("--gate-curriculum", "harness.faults:make_abandoning_lp")),
     "test_worker_streams": (("--gate-curriculum", "harness.faults:make_shared_stream_curriculum"),),
     "test_multi_agent": (("--gate-curriculum-env", "harness.faults:FirstAgentScoreCurriculumEnv"),),
     "test_staged_progression": (("--gate-curriculum", "harness.faults:make_late_advancing_staged"),

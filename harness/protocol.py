@@ -512,6 +512,7 @@ SUITES: Final[dict[str, Suite]] = {s.name: s for s in (
           requires={"pool": "watches which tasks leave the pool",
                     "task_scores": "ranks an evicted task's score among the eligible tasks'"}),
     Suite("forgetting", ("learning_progress",)),
+    Suite("after_mastery", ("learning_progress",)),
     Suite("per_label_metrics", ("learning_progress",),
           requires={"env_wrapper": "per-label counters pass through the env wrapper under test"},
           uses={"per_label_lp": "a finite per-label LP for every label run"}),

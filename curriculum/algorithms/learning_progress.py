@@ -350,6 +350,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             self._counters[_EVENTS] += 1
             self._retries[:] = self._retry_samples
             self._admission_failure[0] = 0.0
+            self._forget_stagnant()
         label = self._label_view[slot] - 1
         if label >= 0:
             gap = fast - slow if fast > slow else slow - fast
@@ -436,6 +437,25 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         var = m.item(base + _VAR)
         return slow >= self._learned_at(m.item(base + _BASE), var) or gap > self._noise_scale * math.sqrt(var)
 
+    def _forget_stagnant(self) -> None:
+        """Drop the memory's verdicts on configurations that showed neither learning progress
+        nor mastery: the student just mastered something, so what was out of reach (or only
+        learning too slowly to see) may not be any more, and admission should offer it again
+        (O(memory), once per mastery)."""
+        keys = self._memory_keys
+        if keys is None:
+            return
+        m = self._memory.reshape(-1, _NUM_FIELDS)
+        fast, slow, var, base, peak = m[:, _FAST], m[:, _SLOW], m[:, _VAR], m[:, _BASE], m[:, _PEAK]
+        noise = np.sqrt(var)
+        learned_at = np.minimum(self._mastered_gain + self._baseline_noise * noise,
+                                (self._max_baseline - base) / (1.0 - base))
+        gap = np.maximum(np.abs(fast - slow), peak - slow)
+        stale = (keys != 0) & (slow < learned_at) & (gap <= self._noise_scale * noise)
+        if stale.any():
+            keys[stale] = 0
+            m[stale] = 0.0
+
     def _remember(self, slot: int) -> None:
         keys = self._memory_keys
         if keys is None:
@@ -517,11 +537,16 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         _, group, copies = np.unique(np.where(key != 0, key, -1 - np.arange(n)), return_inverse=True,
                                      return_counts=True)
         kept = np.zeros(n, dtype=bool)
-        labels = np.unique(label)
-        if labels.size <= n // 2:
-            first_of_label = np.zeros(LABEL_TABLE_SIZE + 1, dtype=np.int64)
-            first_of_label[label[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the first slot
-            kept[first_of_label[labels]] = True
+        if copies.size <= n // 2:  # one task of every configuration
+            first = np.zeros(copies.size, dtype=np.int64)
+            first[group[::-1]] = np.arange(n - 1, -1, -1)  # the last write is the first slot
+            kept[first] = True
+        else:
+            labels = np.unique(label)
+            if labels.size <= n // 2:  # else one task of every label
+                first_of_label = np.zeros(LABEL_TABLE_SIZE + 1, dtype=np.int64)
+                first_of_label[label[::-1]] = np.arange(n - 1, -1, -1)
+                kept[first_of_label[labels]] = True
         # every configuration with as many copies as the others: splitting per configuration
         # changes no weight relative to another, and is skipped (None)
         share = None if copies.min() == copies.max() else 1.0 / copies[group]

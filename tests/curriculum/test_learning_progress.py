@@ -373,6 +373,33 @@ def test_eviction_lets_go_of_stagnant_tasks_but_keeps_learned_ones_and_one_task_
     assert candidates.tolist() == [False, True, False, True, False, False]
 
 
+def test_eviction_keeps_one_task_of_every_configuration_while_they_fit_in_half_the_pool() -> None:
+    """A configuration learning too slowly to show progress yet must not leave the pool for good
+    just because its label has other configurations."""
+    generator = TableGenerator([("wall", {"level": 0}), ("wall", {"level": 0}), ("wall", {"level": 1}),
+                                ("wall", {"level": 1}), ("maze", {"level": 2}), ("maze", {"level": 2}),
+                                ("maze", {"level": 2}), ("maze", {"level": 2})])
+    algorithm, tracker = _algorithm(8, generator)
+    for slot in range(8):
+        _complete(algorithm, tracker, slot, FLAT_ZERO if slot < 4 else MASTERED)
+    candidates = algorithm.eviction_candidates(np.ones(8, dtype=bool), algorithm.scores())
+    assert candidates.tolist() == [False, True, False, True, False, False, False, False]
+
+
+def test_a_mastery_makes_configurations_remembered_as_stagnant_admissible_again() -> None:
+    # slot 0 of a pool of 2 sees lengths 9, 5, 9, 5, ...; slot 1 lengths 1, 3, 1, 3, ...
+    generator = TableGenerator([("corridor", {"length": 9}), ("corridor", {"length": 1}),
+                                ("corridor", {"length": 5}), ("corridor", {"length": 3})])
+    algorithm, tracker = _algorithm(2, generator, admission_candidates=1)
+    _complete(algorithm, tracker, 0, FLAT_ZERO)
+    assert _evict(algorithm, tracker, 0) == 2  # length 9 is remembered as stagnant
+    _complete(algorithm, tracker, 1, [min(0.95, 0.1 + k / 50) for k in range(200)])  # length 1 mastered
+    assert algorithm.stats()["lp_mastery_events"] == 1
+    _complete(algorithm, tracker, 0, MASTERED)
+    assert _evict(algorithm, tracker, 0) == 4  # length 9 again: a fresh start, not the old verdict
+    assert algorithm.stats()["lp_memory_hits"] == 0 and algorithm.cold_weights()[0] > 0.0
+
+
 def _shared_completions(name: str, config: CurriculumConfig, queue: Any) -> None:
     """In another process: attach and run the stagnant task of slot 2 (and its successors) for
     a while; report the evictions."""
