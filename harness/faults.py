@@ -446,6 +446,7 @@ DEGRADATIONS: dict[str, Any] = {
     "exploration_x2": _configured(lambda c: _scaled(c, "exploration", 2.0, 0.45), "make_exploration_x2"),
     "exploration_x4": _configured(lambda c: _scaled(c, "exploration", 4.0, 0.6), "make_exploration_x4"),
     "no_noise_band": _configured(lambda c: _with_lp(c, noise_z=0.0), "make_no_noise_band"),
+    "no_revisit": _configured(lambda c: _with_lp(c, revisit=0.0), "make_no_revisit"),
     "dropped_completions_10": _dropping(0.10),
     "dropped_completions_30": _dropping(0.30),
     "dropped_completions_60": _dropping(0.60),

@@ -54,8 +54,11 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
    ids are looked at; the first whose configuration is not remembered as stagnant and whose
    label's usefulness is at least `admission_usefulness` is admitted (else the most useful
    one). A mostly-impossible space fills its pool with learnable tasks. Eviction takes warm
-   tasks without LP in this order: never-learned tasks (keeping one task of every label in the
-   pool), then learned tasks whose configuration holds more than twice its share of the pool,
+   tasks without LP in this order: never-learned tasks (keeping one task of every configuration
+   while the configurations fit in half the pool, else one of every label: a configuration the
+   student learns too slowly to show LP yet looks stagnant, and with its last copy gone it
+   never came back; seen as learnable tasks never mastered in 40% of 5 + 5 runs), then learned
+   tasks whose configuration holds more than twice its share of the pool,
    then learned tasks once learned configurations hold more than `LEARNED_POOL_SHARE` of it.
    Learned tasks are only let go while admissions keep finding something better (an EMA of
    failed admissions under `_ADMISSION_FAILURE_LIMIT`).
@@ -64,7 +67,8 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
    needs. So whenever a configuration is mastered for the first time in the pool (its level
    crosses `max_baseline`), every label is owed one fast-EMA timescale (1 / a_f completions)
    of samples of its stagnant never-learned tasks, paid from the `retry` budget (a label
-   rather than every configuration: a mostly-impossible space has many). When no task has LP,
+   rather than every configuration: a mostly-impossible space has many), and the memory's
+   stagnant verdicts are dropped, so admission offers those configurations again. When no task has LP,
    the rest of the mass goes to learned tasks and to stagnant ones not yet proven (fewer than
    warm-up + 1 / a_f completions). Once everything learnable is mastered nothing crosses any
    more, and impossible tasks are left with the exploration floor.
