@@ -725,17 +725,11 @@ def _list(_: argparse.ArgumentParser, __: argparse.Namespace) -> int:
 
 # ---------------------------------------------------------------------------------- cleanup
 def _cleanup(_: argparse.ArgumentParser, __: argparse.Namespace) -> int:
-    try:
-        from curriculum.memory import remove_orphaned_segments
-    except ImportError:
-        print(f"{_PROG} cleanup: error: this version of curriculum.memory has no remove_orphaned_segments(); "
-              "expected a curriculum-harness release with orphan cleanup", file=sys.stderr)
-        return _EXIT_USAGE
+    from curriculum.memory import remove_orphaned_segments
+
     removed = remove_orphaned_segments()
-    names = list(removed) if isinstance(removed, (list, tuple, set)) else []
-    count = len(names) if names or isinstance(removed, (list, tuple, set)) else int(removed or 0)
-    print(f"removed {count} orphaned shared-memory segment(s) and lock file(s)"
-          + (":\n" + "\n".join(f"  {name}" for name in names) if names else ""))
+    print(f"removed {len(removed)} orphaned shared-memory segment(s) and lock file(s)"
+          + (":\n" + "\n".join(f"  {name}" for name in removed) if removed else ""))
     return 0
 
 

@@ -62,7 +62,6 @@ __all__ = [
     "run_direct",
     "run_single_env",
     "run_vectorized",
-    "default_num_workers",
     "task_dependency_info",
     "completion_info",
 ]
@@ -378,17 +377,6 @@ class _ReportedPerformance:
         return list(self.values)
 
 
-def default_num_workers(num_envs: int) -> int:
-    """The most worker processes that fit the physical cores and divide `num_envs`."""
-    try:
-        import psutil
-
-        cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
-    except ImportError:  # pragma: no cover - psutil comes with pufferlib
-        cores = os.cpu_count() or 1
-    return max(d for d in range(1, min(cores, num_envs) + 1) if num_envs % d == 0)
-
-
 def run_vectorized(
     curriculum_or_config: Any,
     space_factory: Callable[[], TaskSpace],
@@ -431,7 +419,7 @@ def run_vectorized(
     curriculum it built.
     """
     from curriculum import Curriculum, CurriculumConfig
-    from curriculum.vector import BACKENDS, TRACKING_MODES, make_curriculum_vecenv
+    from curriculum.vector import BACKENDS, TRACKING_MODES, default_num_workers, make_curriculum_vecenv
 
     if backend not in BACKENDS:
         raise ValueError(f"Expected `backend` to be one of {BACKENDS!r}, received {backend!r}")
