@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import time
 from collections.abc import Sequence
@@ -31,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from harness.checks import statistic_of
 from harness.experiments import CHECKS, SETUPS, checks_of
 from harness.faults import DEGRADATIONS
 
@@ -96,14 +96,14 @@ def measure(curricula: Sequence[str], setups: Sequence[str], seeds: int, jobs: i
             print(f"{curriculum} {setup}: {len(missing)} seeds in {time.monotonic() - began:.0f} s", flush=True)
 
 
-def _replays(values: dict[int, float | None], k: int) -> list[float]:
+def _replays(values: dict[int, float | None], k: int, statistic: str = "mean") -> list[float]:
     bases = []
     base = 0
     while all(s in values for s in range(base * k, base * k + k)):
         chunk = [values[s] for s in range(base * k, base * k + k)]
         if any(v is None for v in chunk):
             break
-        bases.append(math.fsum(chunk) / k)
+        bases.append(statistic_of(chunk, statistic))
         base += 1
     return bases
 
@@ -112,12 +112,13 @@ def _violates(mean: float, limit: float, upper: bool) -> bool:
     return mean > limit if upper else mean < limit
 
 
-def _power(values: dict[int, float | None], limit: float, upper: bool, k: int) -> float | None:
+def _power(values: dict[int, float | None], limit: float, upper: bool, k: int, statistic: str = "mean") -> float | None:
     sample = np.array([v for v in values.values() if v is not None], dtype=np.float64)
     if sample.size < k:
         return None
     rng = np.random.default_rng(0)
-    means = sample[rng.integers(0, sample.size, size=(RESAMPLES, k))].mean(axis=1)
+    draws = sample[rng.integers(0, sample.size, size=(RESAMPLES, k))]
+    means = np.median(draws, axis=1) if statistic == "median" else draws.mean(axis=1)
     return float(np.mean(means > limit if upper else means < limit))
 
 
@@ -126,13 +127,13 @@ def report() -> dict[str, Any]:
     rungs = {name: _load(name) for name in DEGRADATIONS if _cache_path(name).exists()}
     summary: dict[str, Any] = {}
     print("\n## False alarms (each check's mean over its K seeds, replayed under disjoint base seeds)\n")
-    print("| check | K | limit | per-seed mean (sd) | replay means min / median / max | replays | false alarms |")
+    print("| check | K | limit | per-seed mean (sd) | replayed statistic min / median / max | replays | false alarms |")
     print("|---|---:|---|---|---|---:|---:|")
     for check in CHECKS:
         k = SETUPS[check.setup].seeds()
         values = builtin.get(check.name, {})
         per_seed = [v for v in values.values() if v is not None]
-        replays = _replays(values, k)
+        replays = _replays(values, k, check.statistic)
         limit = check.limit()
         alarms = sum(_violates(m, limit, check.upper) for m in replays)
         bound = "<=" if check.upper else ">="
@@ -151,7 +152,8 @@ def report() -> dict[str, Any]:
         print("|---|" + "---:|" * len(names) + "---|")
         for check in CHECKS:
             k = SETUPS[check.setup].seeds()
-            powers = {name: _power(rungs[name].get(check.name, {}), check.limit(), check.upper, k) for name in names}
+            powers = {name: _power(rungs[name].get(check.name, {}), check.limit(), check.upper, k, check.statistic)
+                      for name in names}
             detected = [name for name in names if (powers[name] or 0.0) >= POWER_TARGET]
             cells = ["n/a" if p is None else f"{p:.0%}" for p in powers.values()]
             print(f"| {check.name} | " + " | ".join(cells) + f" | {', '.join(detected) or 'none'} |")

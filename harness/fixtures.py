@@ -7,7 +7,7 @@ sees them. Options come from `harness.pytest_plugin`.
   under test (`--gate-curriculum`, `--gate-curriculum-env`) or the built-in one.
 - `scenario_seed`: the base seed (parametrised: one, or a sweep with `--gate-seeds`).
 - `check_limit(name, measured, limit, ...)`: one measured number against its limit.
-- `check_statistic(name, values, limit, seeds=..., ...)`: the mean of a number measured over
+- `check_statistic(name, values, limit, seeds=..., ...)`: the mean (or median) of a number measured over
   several seeds against its limit (how statistical checks are judged, see `harness.checks`).
 - `golden(metrics)`: compare with `golden/<module>/<test>.json` (built-in, base seed 0 only).
 - `require_capability(present, why)`: a plug-in without an optional capability skips.
@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from harness.checks import format_statistic_failure, mean_statistic
+from harness.checks import format_statistic_failure, statistic_of
 from harness.pytest_plugin import (
     MARGIN_PROPERTY,
     OPTION_CURRICULUM,
@@ -161,22 +161,22 @@ def check_limit(request: pytest.FixtureRequest, scenario_seed: int) -> Callable[
 
 @pytest.fixture
 def check_statistic(request: pytest.FixtureRequest, scenario_seed: int) -> Callable[..., None]:
-    """`check_statistic(name, values, limit, *, seeds, upper=True, what="...")`.
+    """`check_statistic(name, values, limit, *, seeds, upper=True, what="...", statistic="mean")`.
 
-    Judges the mean of `values` (one per seed in `seeds`) against `limit` and records it for
+    Judges the mean (or median) of `values` (one per seed in `seeds`) against `limit` and records it for
     the summary; a failure states the mean, the seeds, the limit and the worst seed's value.
     """
 
     def check(name: str, values: Sequence[float], limit: float, *, seeds: Sequence[int], upper: bool = True,
-              what: str, fmt: str = ".4g") -> None:
+              what: str, fmt: str = ".4g", statistic: str = "mean") -> None:
         values = [float(v) for v in values]
         assert len(values) == len(seeds) and values, f"{name}: {len(values)} values for {len(seeds)} seeds"
-        statistic = mean_statistic(values)
-        where = f"mean over seeds {seeds[0]}-{seeds[-1]}"
+        measured = statistic_of(values, statistic)
+        where = f"{statistic} over seeds {seeds[0]}-{seeds[-1]}"
         request.node.user_properties.append(
-            (MARGIN_PROPERTY, (name, statistic, float(limit), upper, scenario_seed, where)))
-        ok = statistic <= limit if upper else statistic >= limit
-        assert ok, format_statistic_failure(what, values, seeds, limit, upper=upper, fmt=fmt)
+            (MARGIN_PROPERTY, (name, measured, float(limit), upper, scenario_seed, where)))
+        ok = measured <= limit if upper else measured >= limit
+        assert ok, format_statistic_failure(what, values, seeds, limit, upper=upper, fmt=fmt, statistic=statistic)
 
     return check
 
@@ -315,8 +315,8 @@ def judge(curriculum_factory: Any, scenario_seed: int, check_statistic: Callable
         require_capability(all(v is not None for v in values),
                            f"{check.name} reads a number this curriculum does not report ({check.what})")
         check_statistic(check.name, values, check.limit(), seeds=seeds, upper=check.upper, what=check.what,
-                        fmt=check.fmt)
-        golden({"check": check.name, "seeds": [seeds[0], seeds[-1]], "mean": sum(values) / len(values),
+                        fmt=check.fmt, statistic=check.statistic)
+        golden({"check": check.name, "seeds": [seeds[0], seeds[-1]], check.statistic: statistic_of(values, check.statistic),
                 "values": values})
 
     return run

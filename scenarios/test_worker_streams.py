@@ -53,7 +53,9 @@ def _streams(curriculum_factory, seed: int, backend: str, algorithm, oracle) -> 
     finally:
         vecenv.close()
     watcher.verify(curriculum)
-    curriculum.close()
+    close = getattr(curriculum, "close", None)  # optional (docs/protocol.md)
+    if close is not None:
+        close()
     streams: dict[str, list] = {}
     for episode in watcher.episodes:
         streams.setdefault(episode.record.env, []).append(episode.record.identity)
