@@ -21,6 +21,7 @@ import pytest
 from curriculum import BucketedTaskGenerator, CurriculumConfig, SingleTaskGenerator, UniformConfig
 from harness.envs import ExactAccountingEnv, ResourceChainEnv
 from harness.episodes import ENDED_DESYNC, ENDED_TERMINAL, ENDED_TRUNCATED, LabelledTaskGenerator
+from harness.learner_envs import Variant, VariantCycleGenerator
 from harness.thresholds import DESYNC as LIMITS
 
 
@@ -121,10 +122,12 @@ ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
                                                                      scenario_seed, num_envs, oracle, golden) -> None:
     """Tasks end their episodes by terminals, by a plain time limit or by a desync cut."""
-    generator = LabelledTaskGenerator(BucketedTaskGenerator(
-        {}, {"episode_length": [2, 3, 5], "end": ENDINGS, "reward_per_step": [0.25, 0.5]}, label="cut",
-        seed=scenario_seed))
-    config = CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12,
+    # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
+    variants = [Variant(f"cut_{end}", {"episode_length": length, "end": end, "reward_per_step": reward}, "learnable", 0)
+                for length in (2, 3, 5) for reward in (0.25, 0.5) for end in ENDINGS]
+    pool = 12
+    generator = LabelledTaskGenerator(VariantCycleGenerator(variants, cycle_ids=pool))
+    config = CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=pool,
                               seed=scenario_seed, score_range=(0.0, 5.0))
     watcher = oracle(context=f"time limits, {num_envs} env(s)")
     curriculum = watcher.watch(curriculum_factory(config))

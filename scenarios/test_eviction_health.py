@@ -41,9 +41,10 @@ def test_pool_stays_full_and_evicts_only_well_presented_tasks(eviction_runs, che
             f"{len(early)} tasks were evicted with fewer than min_presentations={MIN_PRESENTATIONS} completions "
             f"(completions {early[:10]}), seed {seed}"
         )
-        if run.ranks:
-            check_limit("eviction_rank", max(run.ranks), EVICTION.max_rank, fmt=".0%", seed=seed,
-                        what="the worst-ranked eviction: share of eligible tasks scoring lower than the evicted one")
+    high = sum(rank > EVICTION.high_rank for run in runs for rank in run.ranks)
+    check_limit("evictions_ranked_high", high, EVICTION.max_high_ranked, fmt=".0f",
+                what=f"evictions of a task scoring above {EVICTION.high_rank:.0%} of the eligible ones, in "
+                     f"{len(runs)} runs (seeds {seeds[0]}-{seeds[-1]}):")
     check_limit("evictions_observed", sum(len(run.ranks) for run in runs), EVICTION.min_evictions, upper=False,
                 fmt=".0f", what=f"evictions observed in {len(runs)} runs of {EVICTION.episodes} episodes "
                                 f"(seeds {seeds[0]}-{seeds[-1]}):")
