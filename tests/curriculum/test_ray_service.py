@@ -14,18 +14,26 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 ray = pytest.importorskip("ray", reason="needs the [ray] extra: pip install 'curriculum-harness[ray]' (or make ray)")
 
 from curriculum import (  # noqa: E402
+    CurriculumConfig,
     CurriculumConfigError,
+    LearningProgressConfig,
+    SingleTaskGenerator,
+    WeightedTaskSetGenerator,
+    WorkerProcessError,
     CurriculumServiceError,
     CurriculumStateError,
     InvalidScoreError,
     UnknownTaskError,
 )
 from curriculum.ray_service import CurriculumClient, start_curriculum_service, stop_curriculum_service  # noqa: E402
+from curriculum.vector import make_curriculum_vecenv  # noqa: E402
+from env_doubles import EASY, HARD, FixedEpisodeEnv  # noqa: E402
 from helpers import exact, lp_config, staged_config, student_score  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
@@ -342,3 +350,55 @@ def test_close_sends_what_is_queued_and_stop_writes_the_checkpoint(services: lis
     observer = CurriculumClient(resumed, timeout=20.0)
     assert observer.stats()["total_completions"] == 5
     observer.close()
+
+
+def fixed_env(buf: Any = None, seed: int = 0) -> FixedEpisodeEnv:
+    return FixedEpisodeEnv(buf=buf, seed=seed)
+
+
+def two_task_config(*extra: dict[str, Any]) -> CurriculumConfig:
+    """Learning progress over EASY and HARD (plus `extra` task configs), eviction in short runs."""
+    tasks = [(SingleTaskGenerator(EASY, label="easy"), 1.0), (SingleTaskGenerator(HARD, label="hard"), 1.0)]
+    tasks += [(SingleTaskGenerator(cfg, label="extra"), 1.0) for cfg in extra]
+    return CurriculumConfig(task_generator=WeightedTaskSetGenerator(tasks, seed=1),
+                            algorithm=LearningProgressConfig(min_samples_for_lp=3), num_active_tasks=8, seed=1,
+                            min_presentations=4, eviction_percentile=50.0, refresh_interval=5)
+
+
+def test_ray_backend_vecenv_records_every_episode_once(services: list[Any]) -> None:
+    service = start(services, two_task_config())
+    client = CurriculumClient(service, prefetch=4, batch_size=8, timeout=20.0)
+    vecenv = make_curriculum_vecenv(fixed_env, client, backend="Ray", tracking="ray", num_envs=4, num_workers=2,
+                                    worker_options={"num_cpus": 0}, worker_timeout=30.0)
+    assert vecenv.tracking == "ray"
+    vecenv.reset(seed=0)
+    episodes = completions = 0
+    for _ in range(150):
+        *_, infos = vecenv.step(np.zeros(4, dtype=np.int64))
+        episodes += sum(info.get("curriculum_stats/episodes", 0) for info in infos)
+        completions += sum(info.get("curriculum_stats/completions", 0) for info in infos)
+    vecenv.close()  # the workers' clients send what they still queue
+    stats = client.stats()
+    client.close()
+    assert episodes == completions > 4 * 150 // 4  # episodes of 2 or 4 steps
+    assert stats["total_completions"] + stats["late_completions"] == episodes
+    assert stats["evictions"] > 0
+
+
+def test_ray_backend_reports_a_failing_worker_instead_of_stale_data(services: list[Any]) -> None:
+    service = start(services, two_task_config({"no_such_key": 1}))  # FixedEpisodeEnv refuses that config
+    client = CurriculumClient(service, prefetch=4, batch_size=1, timeout=20.0)
+    vecenv = make_curriculum_vecenv(fixed_env, client, backend="Ray", tracking="ray", num_envs=2, num_workers=2,
+                                    worker_options={"num_cpus": 0}, worker_timeout=30.0)
+    with pytest.raises(WorkerProcessError, match=r"A Ray worker failed in its step or reset: .*unknown config keys"):
+        vecenv.reset(seed=0)
+        for _ in range(100):
+            vecenv.step(np.zeros(2, dtype=np.int64))
+    assert vecenv.closed
+    with pytest.raises(WorkerProcessError, match="closed itself after a worker failure"):
+        vecenv.step(np.zeros(2, dtype=np.int64))
+    client.close()
+    with pytest.raises(CurriculumConfigError, match=exact(
+            "Expected backend='Ray' with tracking='ray' (workers on Ray actors, one curriculum service), "
+            "received backend='Ray' with tracking='shared'")):
+        make_curriculum_vecenv(fixed_env, client, backend="Ray", tracking="shared", num_envs=2)
