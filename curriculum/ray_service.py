@@ -306,7 +306,8 @@ def start_curriculum_service(
 
 
 def stop_curriculum_service(service: Any, *, checkpoint: bool = False, timeout: float = DEFAULT_TIMEOUT) -> str | None:
-    """Stop the service (after writing its checkpoint with `checkpoint=True`; returns the path).
+    """Stop the service (after writing its checkpoint with `checkpoint=True`; returns the path)
+    and return once it is gone (`CurriculumServiceError` if it still answers after `timeout` s).
 
     Clients still open raise `CurriculumServiceError` on their next call.
     """
@@ -314,7 +315,17 @@ def stop_curriculum_service(service: Any, *, checkpoint: bool = False, timeout: 
     if checkpoint:
         path = _get(service.checkpoint.remote(), timeout, "checkpoint")
     ray.kill(service, no_restart=True)
-    return path
+    deadline = time.monotonic() + timeout  # ray.kill is asynchronous: return once the actor is gone
+    while True:
+        try:
+            ray.get(service.ping.remote(), timeout=max(0.0, deadline - time.monotonic()))
+        except _ray_exceptions.GetTimeoutError:
+            pass
+        except _RAY_FAILURES:
+            return path
+        if time.monotonic() >= deadline:
+            raise CurriculumServiceError(f"The curriculum service still answered {timeout} s after it was killed")
+        time.sleep(0.05)
 
 
 def _is_int(value: Any) -> bool:
