@@ -14,13 +14,16 @@ Batching, both directions:
   flush of completions tops the queue up in the same round trip.
 - Completions: `update_task_performance` checks the score and the id locally (the
   curriculum's `InvalidScoreError` / `UnknownTaskError`, raised at once), queues the
-  completion and sends the queue in one call when it holds `batch_size` completions, when the
-  oldest has waited `max_delay` seconds (checked at the next call), and on `flush()`,
-  `stats()`, `get_state()`, `load_state()` and `close()`.
+  completion and sends the queue in one call when it holds `batch_size` completions or the
+  oldest has waited `max_delay` seconds (checked at the next call). That send does not wait:
+  the worker runs on while the service applies the batch, and the verdicts are collected when
+  the next batch goes out (one batch in flight at a time). `flush()`, `stats()`,
+  `get_state()`, `load_state()` and `close()` send the queue and wait for every verdict. With
+  `batch_size=1` each completion is sent and answered within its call.
 
 Staleness bound. A completion reaches the curriculum at most `batch_size - 1` of this worker's
 later completions after the episode ended (or `max_delay` seconds, if set, counted at the
-worker's next call). A task handed out was drawn at most `prefetch` of this worker's draws
+worker's next call), plus the one round trip of its batch. A task handed out was drawn at most `prefetch` of this worker's draws
 earlier, so its sampling distribution lags by at most the completions every worker recorded
 meanwhile. A task that left the pool while it waited in the queue or ran (evicted, or the pool
 refilled at a stage change) is a late completion: the actor's `update_task_performance`
@@ -144,6 +147,7 @@ class CurriculumService:
         self._since_checkpoint = 0
         self.resumed_from_checkpoint = False
         self._stale_after_restore = 0
+        self._answers = 0  # numbers the answers, so a client keeps the newest stage it saw
         if checkpoint_path is not None and os.path.exists(checkpoint_path):
             self._load_checkpoint(checkpoint_path)
             self.resumed_from_checkpoint = True
@@ -176,7 +180,12 @@ class CurriculumService:
                         and self._since_checkpoint >= self._checkpoint_interval):
                     self.checkpoint()
         tasks = [_task_tuple(self._curriculum.get_task()) for _ in range(want)]
-        return {"results": results, "tasks": tasks, "epoch": self._epoch, "stage": self._curriculum.stage}
+        return self._answer(results, tasks)
+
+    def _answer(self, results: list[Any], tasks: list[Any]) -> dict[str, Any]:
+        self._answers += 1
+        return {"results": results, "tasks": tasks, "epoch": self._epoch, "stage": self._curriculum.stage,
+                "answer": self._answers}
 
     def _record(self, task_id: int, score: float, epoch: str) -> Any:
         try:
@@ -405,6 +414,7 @@ class CurriculumClient:
         self._pending: list[tuple[int, float, str]] = []
         self._pending_since = 0.0
         self._outbox: tuple[int, list[tuple[int, float, str]]] | None = None  # sent, not yet acknowledged
+        self._outbox_ref: Any = None  # the outbox's request while its answer is outstanding
         self._refill: Any = None  # a background request for tasks
         self._issued: OrderedDict[int, str] = OrderedDict()  # task id -> issuing incarnation
         self._closed = False
@@ -415,6 +425,7 @@ class CurriculumClient:
         info = _get(service.describe.remote(), self.timeout, "describe")
         self.config: CurriculumConfig = info["config"]
         self._epoch: str = info["epoch"]
+        self._answer_seen = 0
         self._stage: int | None = info["stage"]
         self._score_low, self._score_high = self.config.score_range
 
@@ -451,11 +462,14 @@ class CurriculumClient:
     def update_task_performance(self, task_id: int, score: float) -> bool | None:
         """Queue a completed episode of `task_id` with `score`; send the queue when it is full.
 
-        Returns the verdict when this call sent the batch (True recorded, False late: the task
-        left the pool), None while the completion waits in the queue. A bad score or id raises
-        the curriculum's named error at once, before anything is queued; an id the service
-        never issued is refused by the service (`UnknownTaskError` from the flush that sends it;
-        the rest of its batch is recorded).
+        With `batch_size` 1 the completion is sent and answered within the call, which returns
+        its verdict (True recorded, False late: the task left the pool). With a larger batch the
+        call that fills the batch sends it without waiting (the worker goes on while the service
+        applies it) and returns None, as does every call that only queues; the batch's verdicts
+        are collected (and counted in `recorded` / `late`) when the next batch is sent or at
+        `flush()`. A bad score or id raises the curriculum's named error at once, before anything
+        is queued; an id the service never issued is refused by the service (`UnknownTaskError`
+        when its batch's answer is collected; the rest of the batch is recorded).
         """
         self._check_open()
         value = self._check_score(task_id, score)
@@ -472,8 +486,13 @@ class CurriculumClient:
         pending.append((task_id, value, epoch))
         if len(pending) >= self.batch_size or (
                 self.max_delay is not None and time.monotonic() - self._pending_since >= self.max_delay):
-            results = self.flush()
-            return results[-1] if results and isinstance(results[-1], bool) else None
+            if self.batch_size == 1:
+                results = self.flush()
+                return results[-1] if results and isinstance(results[-1], bool) else None
+            if self._outbox is not None:  # one batch in flight at a time: collect the previous one
+                self._collect()
+            self._seal_batch()
+            self._send()
         return None
 
     def flush(self) -> list[Any]:
@@ -487,12 +506,11 @@ class CurriculumClient:
         self._check_open()
         verdicts: list[Any] = []
         if self._outbox is not None:
-            verdicts.extend(self._send_outbox())
+            verdicts.extend(self._collect())
         if self._pending:
-            self._seq += 1
-            self._outbox = (self._seq, self._pending)
-            self._pending = []
-            verdicts.extend(self._send_outbox())
+            self._seal_batch()
+            self._send(want_tasks=True)
+            verdicts.extend(self._collect())
         return verdicts
 
     def stats(self) -> dict[str, Any]:
@@ -593,17 +611,34 @@ class CurriculumClient:
 
     def _absorb(self, answer: dict[str, Any]) -> None:
         epoch = answer["epoch"]
-        self._epoch, self._stage = epoch, answer["stage"]
+        if epoch != self._epoch or answer["answer"] > self._answer_seen:  # answers collected out of order
+            self._epoch, self._stage, self._answer_seen = epoch, answer["stage"], answer["answer"]
         self._queue.extend((CurriculumTask(task_id, env_cfg, label, slot=slot), epoch)
                            for task_id, env_cfg, label, slot in answer["tasks"])
 
-    def _send_outbox(self) -> list[Any]:
+    def _seal_batch(self) -> None:
+        self._seq += 1
+        self._outbox = (self._seq, self._pending)
+        self._pending = []
+
+    def _send(self, *, want_tasks: bool = False) -> None:
+        """Send the outbox (again, after a failure: same sequence number) without waiting."""
         assert self._outbox is not None
         seq, items = self._outbox
         want = 0
-        if self._refill is None and len(self._queue) <= self.prefetch // 2:
-            want = self.prefetch - len(self._queue)  # top the queue up in the same round trip
-        answer = _get(self._service.exchange.remote(self.client_id, seq, items, want), self.timeout, "exchange")
+        if want_tasks and self._refill is None and len(self._queue) <= self.prefetch // 2:
+            want = self.prefetch - len(self._queue)  # top the task queue up in the same round trip
+        self._outbox_ref = self._service.exchange.remote(self.client_id, seq, items, want)
+
+    def _collect(self) -> list[Any]:
+        """Wait for the outbox's answer (sending it first if a failure left it unsent); count
+        its verdicts; raise the first refusal. On a service failure the outbox stays, unsent."""
+        assert self._outbox is not None
+        if self._outbox_ref is None:
+            self._send()
+        ref, self._outbox_ref = self._outbox_ref, None
+        answer = _get(ref, self.timeout, "exchange")
+        seq, items = self._outbox
         self._outbox = None
         self._absorb(answer)
         results = answer["results"]
@@ -626,4 +661,3 @@ class CurriculumClient:
                                     f"{self.refused - refused_before} refused, the others recorded or counted late)")
             raise error
         return results
-

@@ -140,9 +140,10 @@ def test_timeout_names_the_service_and_the_unacknowledged_batch_is_sent_once(ser
     client.timeout = 0.5
     busy = service.exchange.remote("someone-else", 0, [], 300_000)  # keeps the actor busy for seconds
     client.update_task_performance(first.task_id, 0.5)
+    assert client.update_task_performance(second.task_id, 0.5) is None  # the full batch goes out, not awaited
     started = time.monotonic()
     with pytest.raises(CurriculumServiceError, match=r"did not answer exchange\(\) within the timeout of 0.5 s"):
-        client.update_task_performance(second.task_id, 0.5)
+        client.flush()
     assert time.monotonic() - started < 2.0
     assert client.pending_completions == 2
     ray.get(busy, timeout=30)
@@ -294,8 +295,9 @@ def test_bad_input_comes_back_as_the_curriculums_named_errors(services: list[Any
     batched.update_task_performance(good[0].task_id, 0.5)
     batched.update_task_performance(unknown, 0.5)
     batched.update_task_performance(good[1].task_id, 0.5)
+    batched.update_task_performance(good[2].task_id, 0.5)  # sends the batch; the refusal comes with its answer
     with pytest.raises(UnknownTaskError, match=r"\(completion 2 of 4 sent together; 1 refused, the others recorded"):
-        batched.update_task_performance(good[2].task_id, 0.5)
+        batched.flush()
     assert (batched.sent, batched.recorded, batched.refused) == (4, 3, 1)
     assert batched.stats()["total_completions"] == 3
 
