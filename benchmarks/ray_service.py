@@ -3,13 +3,16 @@ local `Curriculum` and a shared-memory one, in the same run.
 
 For every client batch size (1, 16, 64, 256) and 1, 2 and 4 workers: a fresh service over
 learning progress (pool 64, eviction on), W worker actors (`num_cpus=0`, one client each,
-`prefetch = max(8, batch size)`), each running a tight loop of `get_task()` +
-`update_task_performance()` with a hashed score, after a warm-up. Reported:
+`prefetch = max(8, 2 x batch size)`: one refill of a batch size of tasks per batch of
+completions), each running a tight loop of `get_task()` + `update_task_performance()` with a
+hashed score, after a warm-up. Reported:
 
 - completions/s through the actor: every worker's completions over the wall time from the
   first worker's start to the last worker's end (all clients flushed);
-- µs per completion on the worker side: the worker's own loop time over its completions
-  (what one env step pays per episode end, amortised), mean over workers.
+- µs per completion on the worker side: the CPU time of the worker process (its Ray threads
+  included) over its completions, what a worker pays per episode end when its envs keep it
+  busy between completions; and the wall time of its loop over its completions, which in this
+  tight loop is mostly waiting for the actor (mean over workers).
 
 Baselines: the same loop on a local `Curriculum(config)` in this process, and on
 `Curriculum(config, shared_memory=True)` from 1, 2 and 4 forked processes (aggregate).
@@ -62,18 +65,18 @@ def run_loop(curriculum: Any, completions: int, offset: int = 0) -> float:
 @ray.remote(num_cpus=0)
 class BenchWorker:
     def __init__(self, service: Any, batch_size: int) -> None:
-        self.client = CurriculumClient(service, prefetch=max(8, batch_size), batch_size=batch_size, timeout=120.0)
+        self.client = CurriculumClient(service, prefetch=max(8, 2 * batch_size), batch_size=batch_size, timeout=120.0)
 
     def warm_up(self, completions: int) -> None:
         run_loop(self.client, completions)
         self.client.flush()
 
-    def run(self, completions: int) -> tuple[float, float, float]:
-        """(start, end) wall clock and the loop's own seconds, queue flushed."""
-        start = time.time()
+    def run(self, completions: int) -> tuple[float, float, float, float]:
+        """(start, end) wall clock, the loop's wall seconds and the process's CPU seconds, queue flushed."""
+        start, cpu = time.time(), time.process_time()
         seconds = run_loop(self.client, completions, offset=10_000)
         self.client.flush()
-        return start, time.time(), seconds
+        return start, time.time(), seconds, time.process_time() - cpu
 
     def counts(self) -> tuple[int, int, int]:
         return self.client.sent, self.client.recorded, self.client.late
@@ -98,7 +101,8 @@ def bench_service(batch_size: int, workers: int, completions: int) -> dict[str, 
     wall = max(r[1] for r in results) - min(r[0] for r in results)
     return {"batch_size": batch_size, "workers": workers, "completions": workers * completions, "sent": sent,
             "per_second": workers * completions / wall,
-            "worker_us": sum(r[2] for r in results) / len(results) / completions * 1e6}
+            "worker_us": sum(r[2] for r in results) / len(results) / completions * 1e6,
+            "worker_cpu_us": sum(r[3] for r in results) / len(results) / completions * 1e6}
 
 
 def _shared_writer(curriculum: Curriculum, completions: int, seed: int, out: Any) -> None:
@@ -150,20 +154,23 @@ def main(argv: list[str] | None = None) -> None:
                 row = bench_service(batch_size, workers, completions)
                 rows.append(row)
                 print(f"batch {batch_size:>3}, {workers} worker(s): {row['per_second']:>9,.0f} completions/s, "
-                      f"{row['worker_us']:7.1f} µs per completion on the worker", flush=True)
+                      f"{row['worker_cpu_us']:7.1f} µs CPU and {row['worker_us']:7.1f} µs wall per completion "
+                      "on a worker", flush=True)
     finally:
         ray.shutdown()
 
     print()
-    print("| client batch size | 1 worker | 2 workers | 4 workers | µs per completion on a worker (1 / 2 / 4) |")
-    print("|---:|---:|---:|---:|---|")
+    print("| completions/s | 1 worker | 2 workers | 4 workers | worker CPU µs per completion (1 / 2 / 4) "
+          "| worker wall µs per completion (1 / 2 / 4) |")
+    print("|---|---:|---:|---:|---|---|")
     for batch_size in BATCH_SIZES:
         cells = [r for r in rows if r["batch_size"] == batch_size]
-        print(f"| {batch_size} | " + " | ".join(f"{r['per_second']:,.0f}" for r in cells) + " | "
+        print(f"| service, client batch {batch_size} | " + " | ".join(f"{r['per_second']:,.0f}" for r in cells)
+              + " | " + " / ".join(f"{r['worker_cpu_us']:.1f}" for r in cells) + " | "
               + " / ".join(f"{r['worker_us']:.1f}" for r in cells) + " |")
-    print(f"| local `Curriculum` (one process) | {local_row['per_second']:,.0f} | | | {local_row['worker_us']:.1f} |")
+    print(f"| local `Curriculum` (one process) | {local_row['per_second']:,.0f} | | | | {local_row['worker_us']:.1f} |")
     print("| `Curriculum(shared_memory=True)` (1 / 2 / 4 processes) | "
-          + " | ".join(f"{r['per_second']:,.0f}" for r in shared_rows) + " | "
+          + " | ".join(f"{r['per_second']:,.0f}" for r in shared_rows) + " | | "
           + " / ".join(f"{r['worker_us']:.1f}" for r in shared_rows) + " |")
     load = os.getloadavg()
     print(f"\nload average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f}, ray {ray.__version__}, "
