@@ -17,7 +17,7 @@ hashed score, after a warm-up. Reported:
 Baselines: the same loop on a local `Curriculum(config)` in this process, and on
 `Curriculum(config, shared_memory=True)` from 1, 2 and 4 forked processes (aggregate).
 
-    .venv/bin/python -m benchmarks.ray_service                 # ~1-2 min on 2 cores
+    .venv/bin/python -m benchmarks.ray_service                 # ~3 min on 2 busy cores
     .venv/bin/python -m benchmarks.ray_service --quick         # fewer completions per cell
     .venv/bin/python -m benchmarks.ray_service --json benchmarks/ray_service.json
 """
