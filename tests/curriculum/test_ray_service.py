@@ -69,6 +69,17 @@ def start(services: list[Any], config: Any, **options: Any) -> Any:
     return service
 
 
+def wait_until_dead(service: Any) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ray.get(service.ping.remote(), timeout=5)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.05)
+    raise AssertionError("the killed service still answered after 30 s")
+
+
 def stagnant_score(task_id: int, step: int) -> float:
     """Hashed noise in [0, 0.25) that never improves: learning progress lets such tasks go."""
     return ((task_id * 7919 + step * 104729) % 1000) / 4000.0
@@ -257,6 +268,7 @@ def test_a_killed_service_raises_the_named_error_within_the_timeout(services: li
     client = CurriculumClient(service, prefetch=2, batch_size=1, timeout=3.0)
     task = client.get_task()
     ray.kill(service, no_restart=True)
+    wait_until_dead(service)  # ray.kill is asynchronous: a call right after it may still be answered
     for call in (lambda: client.update_task_performance(task.task_id, 0.5), client.stats, client.get_state,
                  lambda: [client.get_task() for _ in range(4)]):
         started = time.monotonic()
