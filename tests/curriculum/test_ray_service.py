@@ -343,6 +343,25 @@ def test_staged_stage_follows_the_service_and_load_state_restarts_every_client(s
     client.close()
 
 
+def test_max_delay_sends_a_batch_before_it_is_full(services: list[Any]) -> None:
+    service = start(services, lp_config(8))
+    client = CurriculumClient(service, prefetch=8, batch_size=100, timeout=20.0, max_delay=0.0)
+    for _ in range(3):
+        task = client.get_task()
+        client.update_task_performance(task.task_id, 0.5)
+    # every completion went out at once, in its own batch; the last one's answer is collected by flush()
+    assert (client.sent, client.pending_completions) == (2, 1)
+    client.flush()
+    assert (client.sent, client.recorded + client.late, client.pending_completions) == (3, 3, 0)
+    slow = CurriculumClient(service, prefetch=8, batch_size=100, timeout=20.0, max_delay=60.0)
+    task = slow.get_task()
+    slow.update_task_performance(task.task_id, 0.5)
+    assert (slow.sent, slow.pending_completions) == (0, 1)
+    slow.close()
+    client.close()
+    assert slow.sent == 1
+
+
 def test_close_sends_what_is_queued_and_stop_writes_the_checkpoint(services: list[Any], tmp_path: Path) -> None:
     service = start(services, lp_config(8), checkpoint_path=tmp_path / "final.json")
     client = CurriculumClient(service, prefetch=4, batch_size=16, timeout=20.0)
