@@ -34,6 +34,8 @@ from curriculum import (  # noqa: E402
 from curriculum.ray_service import CurriculumClient, start_curriculum_service, stop_curriculum_service  # noqa: E402
 from curriculum.vector import make_curriculum_vecenv  # noqa: E402
 from env_doubles import EASY, HARD, FixedEpisodeEnv  # noqa: E402
+from harness.envs import ExactAccountingEnv  # noqa: E402
+from harness.oracle import AccountingOracle  # noqa: E402
 from helpers import exact, lp_config, staged_config, student_score  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
@@ -416,6 +418,41 @@ def test_ray_backend_vecenv_records_every_episode_once(services: list[Any]) -> N
     assert episodes == completions > 4 * 150 // 4  # episodes of 2 or 4 steps
     assert stats["total_completions"] + stats["late_completions"] == episodes
     assert stats["evictions"] > 0
+
+
+def exact_env(buf: Any = None, seed: int = 0) -> ExactAccountingEnv:
+    return ExactAccountingEnv(buf=buf, seed=seed)
+
+
+def test_ray_backend_run_passes_the_accounting_oracle(services: list[Any]) -> None:
+    """Episodes reported by the env itself (`EpisodeRecord`), checked by the harness's oracle:
+    one episode per record, its label and score, no completion for a desync cut, and the
+    service's recorded and late totals equal to the episodes' (batch size 1: every episode's
+    own late verdict is in its info)."""
+    configs = [{"reward_per_step": 0.25, "episode_length": 2}, {"reward_per_step": 0.125, "episode_length": 4},
+               {"reward_per_step": 0.25, "episode_length": 3, "end": "truncated"},
+               {"reward_per_step": 0.25, "episode_length": 2, "end": "desync"}]
+    tasks = [(SingleTaskGenerator(cfg, label=f"t{i}"), 1.0) for i, cfg in enumerate(configs)]
+    config = CurriculumConfig(task_generator=WeightedTaskSetGenerator(tasks, seed=2),
+                              algorithm=LearningProgressConfig(min_samples_for_lp=3), num_active_tasks=8, seed=2,
+                              min_presentations=4, eviction_percentile=50.0, refresh_interval=5)
+    service = start(services, config)
+    client = CurriculumClient(service, prefetch=4, batch_size=1, timeout=20.0)
+    oracle = AccountingOracle(seed=0, context="Ray/ray")
+    vecenv = make_curriculum_vecenv(exact_env, client, backend="Ray", tracking="ray", num_envs=4, num_workers=2,
+                                    worker_options={"num_cpus": 0}, worker_timeout=30.0)
+    _, infos = vecenv.reset(seed=0)
+    oracle.observe(infos)
+    for _ in range(120):
+        *_, infos = vecenv.step(np.zeros(4, dtype=np.int64))
+        oracle.observe(infos)
+    vecenv.close()
+    oracle.verify(client)
+    full = [episode for episode in oracle.episodes if not episode.desync]
+    assert len(full) > 100 and len(full) < len(oracle.episodes), "the run had no desync cut or too few episodes"
+    stats = client.stats()
+    assert stats["late_completions"] > 0 and stats["evictions"] > 0
+    client.close()
 
 
 def test_ray_backend_reports_a_failing_worker_instead_of_stale_data(services: list[Any]) -> None:
