@@ -58,7 +58,7 @@ learners: $(LEARNERS_STAMP)
 	nice -n 10 $(BIN)/pytest scenarios/learners/ --gate-learners -n 2 --dist loadgroup $(ARGS)
 
 ## One curriculum for workers on many machines: installs the [ray] extra and runs the Ray
-## service tests on a local two-CPU cluster (~30 s).
+## service tests on a local two-CPU cluster (~35 s).
 ray: $(RAY_STAMP)
 	$(BIN)/pytest tests/curriculum/test_ray_service.py -m ray $(ARGS)
 
