@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: gate test faults bench wheel-check venv learners clean
+.PHONY: gate test faults bench wheel-check venv learners ray clean
 
 $(STAMP): pyproject.toml setup.py constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,12 +22,20 @@ $(LEARNERS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,learners]'
 	touch $(LEARNERS_STAMP)
 
+# The [ray] extra (Ray, for curriculum.ray_service) on top of .[dev].
+RAY_STAMP := $(VENV)/.installed-ray
+$(RAY_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,ray]'
+	touch $(RAY_STAMP)
+
 ## The scenario gate on the built-in curriculum.
 gate: $(STAMP)
 	$(BIN)/pytest scenarios/ -n auto --dist loadgroup $(ARGS)
 
 ## The whole test suite: unit, property, fault-injection and scenario tests. tests/faults/ is
 ## named so that its conftest (the fault figures in the summary) also loads under xdist.
+## Installs nothing beyond .[dev]: the Ray service tests run when Ray is in .venv (make ray
+## puts it there), and skip with the reason otherwise.
 test: $(STAMP)
 	$(BIN)/pytest tests/ tests/faults/ scenarios/ -n auto --dist loadgroup $(ARGS)
 
@@ -48,6 +56,11 @@ bench: $(STAMP)
 ## 5 seeds per task family (not part of the gate; ~6 min on 2 busy cores, runs at nice 10).
 learners: $(LEARNERS_STAMP)
 	nice -n 10 $(BIN)/pytest scenarios/learners/ --gate-learners -n 2 --dist loadgroup $(ARGS)
+
+## One curriculum for workers on many machines: installs the [ray] extra and runs the Ray
+## service tests on a local two-CPU cluster (~35 s).
+ray: $(RAY_STAMP)
+	$(BIN)/pytest tests/curriculum/test_ray_service.py -m ray $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks

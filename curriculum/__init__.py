@@ -33,6 +33,8 @@ from curriculum.errors import (
     UnknownTaskError,
     WorkerCopyError,
     WorkerProcessError,
+    CurriculumServiceError,
+    MissingExtraError,
 )
 from curriculum.generators import (
     BucketedTaskGenerator,
@@ -111,6 +113,8 @@ __all__ = [
     "AgentCountError",
     "EpisodeNotStartedError",
     "WorkerProcessError",
+    "CurriculumServiceError",
+    "MissingExtraError",
     "SUMMED_STATS",
     "accumulate_rollout_stats",
     "process_training_stats",

@@ -19,6 +19,8 @@ __all__ = [
     "AgentCountError",
     "EpisodeNotStartedError",
     "WorkerProcessError",
+    "CurriculumServiceError",
+    "MissingExtraError",
 ]
 
 
@@ -74,3 +76,14 @@ class EpisodeNotStartedError(CurriculumError, RuntimeError):
 class WorkerProcessError(CurriculumError, RuntimeError):
     """A vectorized worker process died (or hung past `worker_timeout`); the vecenv closed
     itself and refuses every later call, as does a vecenv closed by its owner."""
+
+
+class CurriculumServiceError(CurriculumError, RuntimeError):
+    """A curriculum service (`curriculum.ray_service`) is dead, unreachable or did not answer
+    within the client's timeout, or the client was used after `close()`. Completions not yet
+    acknowledged stay with the client and are sent again by its next flush."""
+
+
+class MissingExtraError(CurriculumError, ImportError):
+    """An optional part of the library was imported without the extra that installs what it
+    needs (`pip install 'curriculum-harness[ray]'` for `curriculum.ray_service`)."""

@@ -778,8 +778,11 @@ def make_curriculum_vecenv(
         env_creator: builds one bare env (a PufferEnv with `set_env_config`) from `buf, seed`.
         curriculum: shared (`shared_memory=True`) for `tracking="shared"` on Multiprocessing
             (a local one is accepted on Serial); local, staged or uniform, for "centralized".
-        backend: "Serial" or "Multiprocessing" (or the pufferlib class).
-        tracking: "shared" or "centralized" (see the module docstring).
+        backend: "Serial" or "Multiprocessing" (or the pufferlib class), or "Ray" with
+            tracking="ray": workers on Ray actors, `curriculum` a `CurriculumClient` of a
+            curriculum service (`curriculum.ray_vector`; needs the [ray] extra; its
+            `vec_kwargs` are `worker_options` and `batch_size`).
+        tracking: "shared" or "centralized" (see the module docstring), or "ray".
         num_envs: envs in the vector, in [1, `MAX_NUM_ENVS`].
         num_workers: worker processes (Multiprocessing); must divide `num_envs`. Default
             `default_num_workers(num_envs, batch_size=...)`: as many as fit the physical cores.
@@ -795,6 +798,17 @@ def make_curriculum_vecenv(
     refused with `CurriculumConfigError` naming the argument. The caller closes the returned
     vecenv, then the curriculum.
     """
+    if backend == "Ray" or tracking == "ray":
+        if not (backend == "Ray" and tracking == "ray"):
+            raise CurriculumConfigError(
+                f"Expected backend='Ray' with tracking='ray' (workers on Ray actors, one curriculum service), "
+                f"received backend={backend!r} with tracking={tracking!r}"
+            )
+        from curriculum.ray_vector import make_ray_vecenv  # needs the [ray] extra
+
+        return make_ray_vecenv(env_creator, curriculum, num_envs=num_envs, num_workers=num_workers, seed=seed,
+                               score_fn=score_fn, stats_interval=stats_interval, worker_timeout=worker_timeout,
+                               **vec_kwargs)
     unknown = sorted(set(vec_kwargs) - set(VEC_OPTIONS))
     if unknown:
         raise CurriculumConfigError(

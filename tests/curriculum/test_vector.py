@@ -164,7 +164,11 @@ def test_unknown_options_are_refused_by_name(make_curriculum: Any) -> None:
                "from ('batch_size', 'zero_copy', 'overwork')")
     with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
         make_curriculum_vecenv(fixed_env, curriculum, num_envs=2, num_worker=2, env_method=True)
-    message = "Expected `backend` to be one of ('Serial', 'Multiprocessing'), received 'Ray'"
+    message = "Expected `backend` to be one of ('Serial', 'Multiprocessing'), received 'Dask'"
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        make_curriculum_vecenv(fixed_env, curriculum, num_envs=2, backend="Dask")
+    message = ("Expected backend='Ray' with tracking='ray' (workers on Ray actors, one curriculum service), "
+               "received backend='Ray' with tracking='shared'")
     with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
         make_curriculum_vecenv(fixed_env, curriculum, num_envs=2, backend="Ray")
     message = "Expected `tracking` to be one of ('shared', 'centralized'), received 'local'"
