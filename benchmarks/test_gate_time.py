@@ -1,6 +1,6 @@
 """Wall time of the scenario gate, run once as a subprocess exactly as a developer would.
 
-`python -m pytest scenarios/ -n auto -q -p no:cacheprovider`, plus `-rfEs` so failures,
+`python -m pytest scenarios/ -n auto --dist loadgroup -q -p no:cacheprovider` (as `make gate`), plus `-rfEs` so failures,
 errors and skips are listed with their reasons. The seconds and the outcome counts go into
 `benchmark.extra_info` and the printed figures (`gate_*`). A gate that does not pass still
 records its time, then fails this benchmark with the gate's summary: a time of a red gate is
@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-GATE_COMMAND = (sys.executable, "-m", "pytest", "scenarios/", "-n", "auto", "-q", "-p", "no:cacheprovider", "-rfEs")
+GATE_COMMAND = (sys.executable, "-m", "pytest", "scenarios/", "-n", "auto", "--dist", "loadgroup", "-q", "-p", "no:cacheprovider",
+                "-rfEs")
 GATE_TIMEOUT_S = 900
 OUTCOMES = ("passed", "failed", "errors", "error", "skipped", "xfailed", "xpassed", "deselected", "warnings", "warning")
 
