@@ -81,7 +81,7 @@ class Curriculum:
         self._algorithm = make_algorithm(config)
         tracker = TaskTracker.create(
             config.num_active_tasks, self._algorithm.extra_layout(), shared=shared_memory, lock_timeout=lock_timeout,
-            meta={"config": _normalise(config.describe())},
+            meta={"config": _normalise(config.describe())}, cold_arrays=self._algorithm.cold_arrays,
         )
         self._bind(tracker, owner_pid=os.getpid())
         if not shared_memory:

@@ -10,8 +10,9 @@ The shared backend is one file in /dev/shm, created exclusively (mode 0600) by i
   description), so there is no separate lock file to plant or redirect, another user cannot
   open it, and the kernel drops the lock when its holder dies.
 - Every locked section is a transaction with an undo journal in the same block: the lock
-  holder saves the pre-image of the global arrays when it takes the lock and the pre-image of
-  each slot row before its first write to it. A holder killed at any instruction leaves the
+  holder saves the pre-image of the global arrays when it takes the lock (of the "cold" ones,
+  large and rarely written, only before its first write to them: `touch_globals()`) and the
+  pre-image of each slot row before its first write to it. A holder killed at any instruction leaves the
   journal open, and the next holder rolls the block back to the state before that section.
 - Transactions are numbered (odd while open) and each slot row carries the number of the
   last transaction that wrote it (a seqlock), so a lock-free reader of several values of one
@@ -91,6 +92,7 @@ _SEQ = 0  # transaction number (word 0 is part of `control_words()`'s contract):
 _HOLDER = 1  # pid of the lock holder (0 when free), for error messages
 _JOURNAL = 2  # slot rows journaled in the open transaction, or _ALL_ROWS
 _REPAIRS = 3  # transactions of dead lock holders rolled back by the next holder
+_COLD = 4  # 1 once the cold global arrays were journaled in the open transaction
 _JOURNAL_ROWS = 8  # slot numbers of the journaled rows start here...
 _MAX_JOURNAL_ROWS = 8  # ...and past this many rows the whole rows block is journaled at once
 _CONTROL_WORDS = _JOURNAL_ROWS + _MAX_JOURNAL_ROWS
@@ -142,6 +144,9 @@ class _NullLock:
     def touch(self, slot: int) -> None:
         pass
 
+    def touch_globals(self) -> None:
+        pass
+
     def __enter__(self) -> None:
         pass
 
@@ -158,7 +163,8 @@ class TaskMemoryBackend(ABC):
     @property
     @abstractmethod
     def lock(self) -> Any:
-        """An object with `acquire()`, `release()`, `touch(slot)` and context-manager use."""
+        """An object with `acquire()`, `release()`, `touch(slot)`, `touch_globals()` and
+        context-manager use."""
 
     @property
     def is_shared(self) -> bool:
@@ -197,9 +203,12 @@ class LocalMemoryBackend(TaskMemoryBackend):
 class _Plan:
     """Byte offsets of everything in a shared block, computed from its layout alone."""
 
-    def __init__(self, layout: dict[str, tuple[str, int]], slot_arrays: tuple[str, ...], header_bytes: int) -> None:
+    def __init__(self, layout: dict[str, tuple[str, int]], slot_arrays: tuple[str, ...], header_bytes: int,
+                 cold_arrays: tuple[str, ...] = ()) -> None:
         self.slot_arrays = slot_arrays
-        self.global_arrays = tuple(name for name in layout if name not in slot_arrays)
+        # hot global arrays first, then the cold ones (journaled only when written)
+        hot = [name for name in layout if name not in slot_arrays and name not in cold_arrays]
+        self.global_arrays = (*hot, *(name for name in layout if name in cold_arrays and name not in slot_arrays))
         self.slots = layout[slot_arrays[0]][1] if slot_arrays else 0
         self.row_words = 1 + len(slot_arrays)  # the row's version, then one word per slot array
         self.column = {name: 1 + i for i, name in enumerate(slot_arrays)}
@@ -208,10 +217,14 @@ class _Plan:
         offset = _align(offset + _CONTROL_WORDS * 8)
         self.global_at: dict[str, int] = {}
         self.globals_at = offset
-        for name in self.global_arrays:
+        for i, name in enumerate(self.global_arrays):
+            if i == len(hot):
+                self.hot_bytes = offset - self.globals_at
             self.global_at[name] = offset
             offset += layout[name][1] * 8
         self.globals_bytes = offset - self.globals_at
+        if len(self.global_arrays) == len(hot):
+            self.hot_bytes = self.globals_bytes
         self.globals_shadow_at = _align(offset)
         self.rows_at = _align(self.globals_shadow_at + self.globals_bytes)
         self.rows_bytes = self.slots * self.row_words * 8
@@ -314,16 +327,19 @@ def _read_header(fd: int, path: str, size: int) -> tuple[dict[str, Any], int]:
     try:
         layout = _check_layout({k: tuple(v) for k, v in header["layout"].items()})
         slot_arrays = tuple(header["slot_arrays"])
+        cold_arrays = tuple(header.get("cold_arrays", ()))
         if not all(name in layout for name in slot_arrays) or len({layout[n][1] for n in slot_arrays}) > 1:
             raise ValueError(slot_arrays)
+        if not all(name in layout and name not in slot_arrays for name in cold_arrays):
+            raise ValueError(cold_arrays)
         check_lock_timeout(header["lock_timeout"])
         if not isinstance(header["meta"], dict) or not isinstance(header["creator"], dict):
             raise ValueError(header)
     except (KeyError, TypeError, ValueError, AttributeError, CurriculumConfigError):
         raise not_a_tracker("its header lacks a valid layout") from None
-    if _Plan(layout, slot_arrays, length).size > size:
+    if _Plan(layout, slot_arrays, length, cold_arrays).size > size:
         raise not_a_tracker("the block is smaller than its layout")
-    header["layout"], header["slot_arrays"] = layout, slot_arrays
+    header["layout"], header["slot_arrays"], header["cold_arrays"] = layout, slot_arrays, cold_arrays
     return header, length
 
 
@@ -400,7 +416,8 @@ class _SegmentLock:
         if seq & 1:  # the previous holder died inside its transaction
             seq = backend._repair(seq)
         control[_JOURNAL] = 0
-        backend._globals_shadow[:] = backend._globals
+        control[_COLD] = 0
+        backend._hot_shadow[:] = backend._hot
         seq += 1
         backend._txn = seq
         control[_SEQ] = seq
@@ -453,6 +470,10 @@ class _SegmentLock:
         """Journal slot row `slot` before its first write in this transaction (no-op outside one)."""
         self._backend.touch(slot)
 
+    def touch_globals(self) -> None:
+        """Journal the cold global arrays before their first write in this transaction."""
+        self._backend.touch_globals()
+
     def __enter__(self) -> None:
         self.acquire()
 
@@ -491,14 +512,17 @@ class SharedMemoryBackend(TaskMemoryBackend):
 
     `slot_arrays` (all of one length, the number of slots) are laid out row by row, one row per
     slot, so one slot's values can be journaled and read together; the other arrays are global.
-    `meta` is any JSON-able dict stored in the header (a curriculum keeps its config there).
+    `cold_arrays` are global arrays written rarely (a memory of many entries): a transaction
+    journals them only when its holder calls `lock.touch_globals()` before writing them, so
+    the common section does not copy them. `meta` is any JSON-able dict stored in the header (a curriculum keeps its config there).
     Creating one first removes the orphaned blocks of this user (`remove_orphaned_segments`).
     Only a process of the creating user attaches, never through a symlink. Pickling a backend
     sends only its name: the receiving process attaches.
     """
 
     def __init__(self, layout: Layout, *, name: str | None = None, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                 slot_arrays: Collection[str] = (), meta: Mapping[str, Any] | None = None) -> None:
+                 slot_arrays: Collection[str] = (), cold_arrays: Collection[str] = (),
+                 meta: Mapping[str, Any] | None = None) -> None:
         lock_timeout = check_lock_timeout(lock_timeout)
         checked = _check_layout(layout)
         slots = tuple(slot_arrays)
@@ -507,6 +531,11 @@ class SharedMemoryBackend(TaskMemoryBackend):
             raise CurriculumConfigError(
                 f"Expected `slot_arrays` to name layout arrays of one length, received {list(slots)!r}"
             )
+        cold = tuple(cold_arrays)
+        if any(c not in checked or c in slots for c in cold):
+            raise CurriculumConfigError(
+                f"Expected `cold_arrays` to name global arrays of the layout, received {list(cold)!r}"
+            )
         if name is not None:
             _check_name(name)
         if not os.path.isdir(SEGMENT_DIR):
@@ -514,8 +543,9 @@ class SharedMemoryBackend(TaskMemoryBackend):
         remove_orphaned_segments()
         creator = {"pid": _PID, "start_time": _process_start_time(_PID), "uid": os.geteuid()}
         header = json.dumps({"format": TRACKER_FORMAT, "layout": checked, "slot_arrays": slots,
-                             "lock_timeout": lock_timeout, "creator": creator, "meta": dict(meta or {})}).encode()
-        plan = _Plan(checked, slots, len(header))
+                             "cold_arrays": cold, "lock_timeout": lock_timeout, "creator": creator,
+                             "meta": dict(meta or {})}).encode()
+        plan = _Plan(checked, slots, len(header), cold)
         fd, name = self._create_file(name, plan.size)
         try:
             self._segment = _Segment(name, fd, plan.size, owner=True)
@@ -528,7 +558,7 @@ class SharedMemoryBackend(TaskMemoryBackend):
         segment_map = self._segment.map
         segment_map[_HEADER_AT:_HEADER_AT + len(header)] = header
         segment_map[8:_HEADER_AT] = len(header).to_bytes(8, "little")
-        self._setup(checked, slots, len(header), lock_timeout, dict(meta or {}), creator)
+        self._setup(checked, slots, len(header), lock_timeout, dict(meta or {}), creator, cold)
         segment_map[:8] = _MAGIC  # last: a block is a tracker only once everything above is written
 
     @staticmethod
@@ -575,12 +605,13 @@ class SharedMemoryBackend(TaskMemoryBackend):
             raise
         self._finalizer = weakref.finalize(self, self._segment.release)
         self._setup(header["layout"], header["slot_arrays"], header_bytes, header["lock_timeout"], header["meta"],
-                    header["creator"])
+                    header["creator"], header["cold_arrays"])
         return self
 
     def _setup(self, layout: dict[str, tuple[str, int]], slot_arrays: tuple[str, ...], header_bytes: int,
-               lock_timeout: float, meta: dict[str, Any], creator: dict[str, Any]) -> None:
-        plan = _Plan(layout, slot_arrays, header_bytes)
+               lock_timeout: float, meta: dict[str, Any], creator: dict[str, Any],
+               cold_arrays: tuple[str, ...] = ()) -> None:
+        plan = _Plan(layout, slot_arrays, header_bytes, cold_arrays)
         self._plan = plan
         self.layout = layout
         self.slot_arrays = slot_arrays
@@ -592,6 +623,10 @@ class SharedMemoryBackend(TaskMemoryBackend):
         self._control = buf[plan.control_at:plan.control_at + _CONTROL_WORDS * 8].cast("q")
         self._globals = buf[plan.globals_at:plan.globals_at + plan.globals_bytes]
         self._globals_shadow = buf[plan.globals_shadow_at:plan.globals_shadow_at + plan.globals_bytes]
+        self._hot = self._globals[:plan.hot_bytes]
+        self._hot_shadow = self._globals_shadow[:plan.hot_bytes]
+        self._cold = self._globals[plan.hot_bytes:]
+        self._cold_shadow = self._globals_shadow[plan.hot_bytes:]
         self._rows = buf[plan.rows_at:plan.rows_at + plan.rows_bytes]
         self._rows_shadow = buf[plan.rows_shadow_at:plan.rows_shadow_at + plan.rows_bytes]
         self._rows_q = self._rows.cast("q")
@@ -682,7 +717,10 @@ class SharedMemoryBackend(TaskMemoryBackend):
         version again also sees the old data.
         """
         control = self._control
-        self._globals[:] = self._globals_shadow
+        self._hot[:] = self._hot_shadow
+        if control[_COLD]:
+            self._cold[:] = self._cold_shadow
+            control[_COLD] = 0
         journal = control[_JOURNAL]
         if journal == _ALL_ROWS:
             self._rows_2d[:, 1:] = self._shadow_2d[:, 1:]
@@ -716,6 +754,15 @@ class SharedMemoryBackend(TaskMemoryBackend):
             self._journal_all_rows()
         rows_q[at] = txn
 
+    def touch_globals(self) -> None:
+        """Journal the cold global arrays before their first write in this transaction (no-op
+        outside one): their pre-image first, then the flag, so a holder killed in between left
+        them unwritten."""
+        if not self._txn or self._control[_COLD] or not self._cold.nbytes:
+            return
+        self._cold_shadow[:] = self._cold
+        self._control[_COLD] = 1
+
     def _journal_all_rows(self) -> None:
         """Journal every slot row at once (pool refills, restoring a checkpoint)."""
         control = self._control
@@ -731,6 +778,7 @@ class SharedMemoryBackend(TaskMemoryBackend):
         """Before writing every slot row in this transaction (no-op outside one)."""
         if self._txn:
             self._journal_all_rows()
+            self.touch_globals()
             self._versions[:] = self._txn
 
     # ---- lock-free consistent reads ----------------------------------------------------------
@@ -796,11 +844,17 @@ class SharedMemoryBackend(TaskMemoryBackend):
         control = self._control
         for _ in range(_SNAPSHOT_TRIES):
             seq = control[_SEQ]
+            cold_journaled = control[_COLD]
             rows = self._rows_2d.copy()
             global_bytes = bytearray(self._globals)
             if seq & 1:
                 journal = control[_JOURNAL]
-                global_bytes = bytearray(self._globals_shadow)
+                hot = len(self._hot)
+                global_bytes[:hot] = self._hot_shadow
+                if cold_journaled:
+                    global_bytes[hot:] = self._cold_shadow
+                elif control[_COLD]:  # the holder began writing them while we copied
+                    continue
                 if journal == _ALL_ROWS:
                     journaled = None
                     rows_shadow = self._shadow_2d.copy()
@@ -838,8 +892,8 @@ class SharedMemoryBackend(TaskMemoryBackend):
             self._finalizer()
 
     def _release_views(self) -> None:
-        for attr in ("_control", "_rows_q", "_rows_d", "_shadow_q", "_shadow_d", "_globals", "_globals_shadow",
-                     "_rows", "_rows_shadow", "_buf"):
+        for attr in ("_control", "_rows_q", "_rows_d", "_shadow_q", "_shadow_d", "_hot", "_hot_shadow", "_cold",
+                     "_cold_shadow", "_globals", "_globals_shadow", "_rows", "_rows_shadow", "_buf"):
             view = getattr(self, attr, None)
             if view is not None:
                 view.release()

@@ -7,7 +7,7 @@ can tell a current task from one that was evicted (a late completion) or never i
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -93,15 +93,18 @@ class TaskTracker:
 
     @classmethod
     def create(cls, capacity: int, extra: Mapping[str, tuple[str, int]], *, shared: bool = False,
-               lock_timeout: float | None = None, meta: Mapping[str, Any] | None = None) -> TaskTracker:
-        """A tracker over a new local or shared backend (`meta` goes into a shared block's header)."""
+               lock_timeout: float | None = None, meta: Mapping[str, Any] | None = None,
+               cold_arrays: Collection[str] = ()) -> TaskTracker:
+        """A tracker over a new local or shared backend (`meta` goes into a shared block's header;
+        `cold_arrays`: arrays of `extra` written rarely, journaled only when written)."""
         layout = tracker_layout(capacity, extra)
         if lock_timeout is not None:
             lock_timeout = check_lock_timeout(lock_timeout)
         if shared:
             backend: TaskMemoryBackend = SharedMemoryBackend(
                 layout, lock_timeout=DEFAULT_LOCK_TIMEOUT if lock_timeout is None else lock_timeout,
-                slot_arrays=slot_arrays(capacity, extra), meta=meta)
+                slot_arrays=slot_arrays(capacity, extra), cold_arrays=tuple(c for c in cold_arrays if c in extra),
+                meta=meta)
         else:
             backend = LocalMemoryBackend(layout)
         backend["task_ids"][:] = EMPTY

@@ -798,8 +798,10 @@ def make_curriculum_vecenv(
     refused with `CurriculumConfigError` naming the argument. The caller closes the returned
     vecenv, then the curriculum.
     """
-    if backend == "Ray" or tracking == "ray":
-        if not (backend == "Ray" and tracking == "ray"):
+    ray_backend = isinstance(backend, str) and backend == "Ray"
+    ray_tracking = isinstance(tracking, str) and tracking == "ray"
+    if ray_backend or ray_tracking:
+        if not (ray_backend and ray_tracking):
             raise CurriculumConfigError(
                 f"Expected backend='Ray' with tracking='ray' (workers on Ray actors, one curriculum service), "
                 f"received backend={backend!r} with tracking={tracking!r}"

@@ -31,6 +31,9 @@ class CurriculumAlgorithm(ABC):
     #: Integer arrays of `extra_layout` holding keys (fingerprints), not counts: a restored
     #: state may hold any non-negative int64 in them.
     key_arrays: ClassVar[frozenset[str]] = frozenset()
+    #: Arrays of `extra_layout` written rarely (a memory of many entries): a shared tracker
+    #: journals them only when written, after `tracker.lock.touch_globals()`.
+    cold_arrays: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity

@@ -189,6 +189,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
 
     evicts = True
     key_arrays = frozenset({"lp_key", "lp_label_keys", "lp_memory_keys"})
+    cold_arrays = frozenset({"lp_memory", "lp_memory_keys"})
 
     def __init__(self, config: LearningProgressConfig, capacity: int, generator: TaskGenerator) -> None:
         super().__init__(capacity)
@@ -457,6 +458,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         gap = np.maximum(np.abs(fast - slow), peak - slow)
         stale = (keys != 0) & (slow < learned_at) & (gap <= self._noise_scale * noise)
         if stale.any():
+            self.tracker.lock.touch_globals()
             keys[stale] = 0
             m[stale] = 0.0
 
@@ -476,6 +478,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             count = m.item(i * _NUM_FIELDS + _COUNT)
             if count < fewest:  # a full neighbourhood: replace the entry with the least evidence
                 target, fewest = i, count
+        self.tracker.lock.touch_globals()
         keys[target] = key
         base = target * _NUM_FIELDS
         m[base:base + _NUM_FIELDS] = self._state[slot]

@@ -258,3 +258,33 @@ def test_readers_and_checkpoints_see_the_state_before_an_unfinished_update() -> 
         assert curriculum.tracker.backend.repairs == repairs + 1
         assert curriculum.get_state() == before
         assert curriculum.tracker.completions[2] == seen_before[0]
+
+
+# ---- cold global arrays ---------------------------------------------------------------------
+def test_cold_arrays_are_journaled_when_touched_and_rolled_back_with_the_section() -> None:
+    from curriculum.errors import CurriculumConfigError
+    from curriculum.memory import SharedMemoryBackend
+
+    layout = {"counters": ("int64", 2), "memory": ("float64", 4)}
+    with pytest.raises(CurriculumConfigError, match=exact(
+            "Expected `cold_arrays` to name global arrays of the layout, received ['missing']")):
+        SharedMemoryBackend(layout, cold_arrays=("missing",))
+    backend = SharedMemoryBackend(layout, cold_arrays=("memory",))
+    attached = SharedMemoryBackend.attach(backend.name)  # the layout's split comes from the header
+    try:
+        backend["memory"][:] = [1.0, 2.0, 3.0, 4.0]
+        for writer in (backend, attached):
+            writer.lock.acquire()
+            writer["counters"][0] += 1  # hot: journaled when the lock was taken
+            writer.lock.touch_globals()
+            writer["memory"][:] = -1.0
+            writer.lock.abort()
+            assert backend["counters"].tolist() == [0, 0] and backend["memory"].tolist() == [1.0, 2.0, 3.0, 4.0]
+        backend.lock.acquire()
+        backend.lock.touch_globals()
+        backend["memory"][0] = 9.0
+        backend.lock.release()
+        assert attached["memory"].tolist() == [9.0, 2.0, 3.0, 4.0] and attached.snapshot()["memory"][0] == 9.0
+    finally:
+        attached.close()
+        backend.close()

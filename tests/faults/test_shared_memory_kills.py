@@ -30,7 +30,7 @@ from shm_faults import (
     writer,
 )
 
-from curriculum import Curriculum
+from curriculum import Curriculum, LearningProgressConfig
 
 CTX = mp.get_context("fork")
 MAX_LOCKED_KILLS = 600
@@ -108,6 +108,10 @@ def _spread(points: list[int], count: int) -> list[int]:
 
 OPERATIONS = {
     "lp_update_with_eviction": (lambda: lp_config(n=8), _lp_update_that_evicts),
+    # the evicted task's statistics go into the configuration memory: a write to the global
+    # arrays journaled only when written
+    "lp_update_with_eviction_into_the_memory": (
+        lambda: lp_config(n=8, algorithm=LearningProgressConfig(min_samples_for_lp=2)), _lp_update_that_evicts),
     "staged_update_refilling_the_pool": (staged_config, _staged_update_that_advances),
     "late_completion": (lambda: lp_config(n=8), _late_completion),
     "checkpoint_restore": (lambda: lp_config(n=8), _restore_checkpoint),

@@ -25,7 +25,7 @@ from shm_faults import (
     writer,
 )
 
-from curriculum import Curriculum
+from curriculum import Curriculum, LearningProgressConfig
 
 CTX = mp.get_context("fork")
 WRITERS = 2
@@ -119,7 +119,10 @@ def test_checkpoints_taken_under_writers_are_consistent_and_load(fault_figure) -
     checkpoints = scaled(1000, minimum=100)
     inconsistent: list[str] = []
     taken = 0
-    for config, evicts, with_lp in ((uniform_config(n=16), False, False), (lp_config(n=16), True, True)):
+    configs = ((uniform_config(n=16), False, False), (lp_config(n=16), True, True),
+               # with the configuration memory: its arrays are journaled only when written
+               (lp_config(n=16, algorithm=LearningProgressConfig(min_samples_for_lp=2)), True, False))
+    for config, evicts, with_lp in configs:
         with Curriculum(config, shared_memory=True) as curriculum:
             processes, stop = _start_writers(curriculum, constant_scores=True)
             restored = Curriculum(config)
@@ -140,7 +143,9 @@ def test_checkpoints_taken_under_writers_are_consistent_and_load(fault_figure) -
                 restored.close()
     fault_figure("checkpoints_under_writers.taken", taken,
                  f"get_state() of a shared curriculum while {WRITERS} processes recorded (uniform, then learning "
-                 "progress with eviction); every 10th loaded into a fresh curriculum")
+                 "progress with eviction, without and with its configuration memory); every 10th loaded into a "
+                 "fresh curriculum")
     fault_figure("checkpoints_under_writers.inconsistent", len(inconsistent), "checkpoints breaking an invariant")
     assert not inconsistent, inconsistent[:5]
-    assert taken == 2 * checkpoints, f"only {taken} of {2 * checkpoints} checkpoints within the time budget"
+    assert taken == len(configs) * checkpoints, (
+        f"only {taken} of {len(configs) * checkpoints} checkpoints within the time budget")
