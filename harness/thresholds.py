@@ -203,8 +203,8 @@ class RayServiceLimits:
     accounting_vec_steps: int = 120
     """Vec steps of the accounting run (episodes of 2-4 steps: about 160 episodes)."""
     stage_vec_steps: int = 300
-    """Vec steps of the stage-sync run (episodes of 5, 7, 9 steps: the last stage is reached
-    after about 150 vec steps)."""
+    """Vec steps of the stage-sync run (episodes of 5, 7, 9 steps, `STAGE_SYNC.min_episodes` 24
+    per stage over 4 envs: the last stage is reached after roughly 80 vec steps)."""
     max_stale_starts_per_advancement: int = 2
     """Episodes of an older stage one worker may start after the service advanced: the
     client's documented staleness bound (`curriculum.ray_service`: a task handed out was drawn
