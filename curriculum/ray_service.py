@@ -1,7 +1,8 @@
 """One curriculum for workers on many machines, through Ray (`pip install 'curriculum-harness[ray]'`).
 
 `start_curriculum_service(config)` starts a Ray actor that owns one `Curriculum` (any
-algorithm: uniform, staged progression, learning progress with eviction). Each worker (a Ray
+algorithm: uniform, staged progression, learning progress with eviction; or the curriculum a
+plug-in `factory=` builds from the config, as the scenario gate serves the one under test). Each worker (a Ray
 actor or task, on any machine of the cluster) talks to it through a `CurriculumClient`, which
 has the curriculum's interface (`get_task()`, `update_task_performance(task_id, score)`,
 `stats()`, `get_state()`, `load_state()`, `close()`), so it goes wherever a curriculum goes
@@ -59,7 +60,7 @@ import tempfile
 import time
 import uuid
 from collections import OrderedDict, deque
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from numbers import Integral, Real
 from typing import Any, Final
 
@@ -121,8 +122,8 @@ _RAY_FAILURES: Final = tuple(
 )
 
 
-def _task_tuple(task: CurriculumTask) -> tuple[int, Any, str, int]:
-    return task.task_id, task.env_cfg, task.label, task.slot
+def _task_tuple(task: Any) -> tuple[int, Any, str, int]:
+    return task.task_id, task.env_cfg, task.label, getattr(task, "slot", -1)  # a plug-in's task may have no slot
 
 
 class CurriculumService:
@@ -139,8 +140,10 @@ class CurriculumService:
         state: Mapping[str, Any] | None = None,
         checkpoint_path: str | None = None,
         checkpoint_interval: int | None = None,
+        factory: Callable[[CurriculumConfig], Any] = Curriculum,
     ) -> None:
-        self._curriculum = Curriculum(config)
+        self._config = config
+        self._curriculum = factory(config)
         self._checkpoint_path = checkpoint_path
         self._checkpoint_interval = checkpoint_interval
         self._acks: dict[str, tuple[int, list[Any]]] = {}
@@ -158,8 +161,12 @@ class CurriculumService:
     # ---- the client protocol ------------------------------------------------------------------
     def describe(self) -> dict[str, Any]:
         """What a new client needs: the config, this incarnation and the current stage."""
-        return {"config": self._curriculum.config, "epoch": self._epoch, "stage": self._curriculum.stage,
+        return {"config": self._config, "epoch": self._epoch, "stage": self._stage(),
                 "resumed_from_checkpoint": self.resumed_from_checkpoint}
+
+    def _stage(self) -> int | None:
+        """The curriculum's stage (staged progression), None when it has none."""
+        return getattr(self._curriculum, "stage", None)
 
     def exchange(self, client_id: str, seq: int, items: list[tuple[int, float, str]], want: int) -> dict[str, Any]:
         """Apply one batch of completions (once per `(client_id, seq)`), then draw `want` tasks.
@@ -184,7 +191,7 @@ class CurriculumService:
 
     def _answer(self, results: list[Any], tasks: list[Any]) -> dict[str, Any]:
         self._answers += 1
-        return {"results": results, "tasks": tasks, "epoch": self._epoch, "stage": self._curriculum.stage,
+        return {"results": results, "tasks": tasks, "epoch": self._epoch, "stage": self._stage(),
                 "answer": self._answers}
 
     def _record(self, task_id: int, score: float, epoch: str) -> Any:
@@ -192,9 +199,10 @@ class CurriculumService:
             return self._curriculum.update_task_performance(task_id, score)
         except UnknownTaskError as error:
             if epoch != self._epoch:  # issued before a restore: the restored pool never held it
-                tracker = self._curriculum.tracker
-                with tracker.lock:
-                    tracker.record_late()
+                tracker = getattr(self._curriculum, "tracker", None)
+                if tracker is not None:  # a plug-in curriculum without a tracker: counted here only
+                    with tracker.lock:
+                        tracker.record_late()
                 self._stale_after_restore += 1
                 return False
             return [type(error).__name__, str(error)]
@@ -278,9 +286,15 @@ def start_curriculum_service(
     name: str | None = None,
     max_restarts: int = 0,
     num_cpus: float = 0,
+    factory: Callable[[CurriculumConfig], Any] = Curriculum,
     **actor_options: Any,
 ) -> Any:
     """Start the actor owning one `Curriculum(config)`; returns its handle (give it to clients).
+
+    `factory`: builds the served curriculum from `config` (default `Curriculum`); any object
+    with the curriculum's interface (`harness.protocol.CurriculumProtocol`, plus `get_state` /
+    `load_state` for `state=` and checkpoints) can be served. It must be importable in the
+    actor's process (a module-level function or class: Ray pickles it by reference).
 
     `state`: a `get_state()` snapshot to start from. `checkpoint_path`: where `checkpoint()`
     writes; an actor (re)started with an existing file resumes from it. `checkpoint_interval`:
@@ -301,9 +315,11 @@ def start_curriculum_service(
     if not ray.is_initialized():
         raise CurriculumServiceError("Expected Ray to be initialized (ray.init(...)) before starting a curriculum "
                                      "service, received an uninitialized Ray")
+    if not callable(factory):
+        raise CurriculumConfigError(f"Expected `factory` to be callable (config -> curriculum), received {factory!r}")
     path = None if checkpoint_path is None else os.path.abspath(os.fspath(checkpoint_path))
     if state is not None:
-        Curriculum(config).load_state(dict(state))  # a bad state fails here, by name, not in the actor
+        factory(config).load_state(dict(state))  # a bad state fails here, by name, not in the actor
     options: dict[str, Any] = {"num_cpus": num_cpus, "max_restarts": max_restarts, "max_concurrency": 1}
     if name is not None:
         options["name"] = name
@@ -311,7 +327,7 @@ def start_curriculum_service(
     actor_class = ray.remote(CurriculumService)
     return actor_class.options(**options).remote(
         config, state=None if state is None else dict(state), checkpoint_path=path,
-        checkpoint_interval=checkpoint_interval)
+        checkpoint_interval=checkpoint_interval, factory=factory)
 
 
 def stop_curriculum_service(service: Any, *, checkpoint: bool = False, timeout: float = DEFAULT_TIMEOUT) -> str | None:

@@ -27,6 +27,7 @@ __all__ = [
     "make_unlocked_shared_curriculum",
     "make_lock_leaking_curriculum",
     "make_per_worker_copy_curriculum",
+    "make_late_crediting_curriculum",
     "make_shared_stream_curriculum",
     "make_decline_blind_lp",
     "make_late_advancing_staged",
@@ -173,6 +174,24 @@ def _without_desync_flag(info: Any) -> Any:
     if not isinstance(info, dict):
         return info
     return {k: _without_desync_flag(v) for k, v in info.items() if k != "truncated_by_desync"}
+
+
+class _LateCreditingCurriculum(Curriculum):
+    """Bug: the late branch counts the completion late and falls through (a missing `return`),
+    so it is also credited to the task now in the slot: one episode recorded twice, the new
+    task scored by an episode it never ran."""
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        result = super().update_task_performance(task_id, score)
+        if result is False:
+            super().update_task_performance(self._task_ids.item(task_id % self._capacity), score)
+        return result
+
+
+def make_late_crediting_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the Ray-service scenario: a late completion is also credited to the slot's
+    current task (served from the actor, importable there as `harness.faults`)."""
+    return _LateCreditingCurriculum(config)
 
 
 class _PerWorkerCopyCurriculum(Curriculum):
@@ -382,6 +401,7 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
                            ("--gate-curriculum", "harness.faults:make_abandoning_lp")),
     "test_worker_streams": (("--gate-curriculum", "harness.faults:make_shared_stream_curriculum"),),
     "test_multi_agent": (("--gate-curriculum-env", "harness.faults:FirstAgentScoreCurriculumEnv"),),
+    "test_ray_service": (("--gate-curriculum", "harness.faults:make_late_crediting_curriculum"),),
     "test_staged_progression": (("--gate-curriculum", "harness.faults:make_late_advancing_staged"),
                                 ("--gate-curriculum", "harness.faults:make_regression_blind_staged")),
 }

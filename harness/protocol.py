@@ -538,6 +538,13 @@ SUITES: Final[dict[str, Suite]] = {s.name: s for s in (
                     "counters": "episodes recorded are compared with episodes run"},
           uses={"shared_memory": "the shared-tracking variants (Serial and Multiprocessing)",
                 "stage_sync": "the centralized-tracking variants (worker copies follow sync_state())"}),
+    Suite("ray_service", ("learning_progress", "staged"),
+          requires={"counters": "the service's recorded and late completions are compared with the episodes the "
+                                "Ray workers ended",
+                    "late_completions": "each worker's per-episode late verdict comes from the served curriculum"},
+          uses={"staged_config": "the stage-sync run over Ray (workers never ahead of the service, lag bounded "
+                                 "by the client's queue)",
+                "stage_counters": "the stage, advancements and regressions the stage-sync run checks"}),
 )}
 """The one registry of what each suite requires and uses; docs/protocol.md is rendered from it."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["STAGED", "MULTI_AGENT", "WORKER_STREAMS", "IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER", "FORGETTING", "AFTER_MASTERY"]
+__all__ = ["STAGED", "MULTI_AGENT", "WORKER_STREAMS", "IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER", "FORGETTING", "AFTER_MASTERY", "RAY_SERVICE"]
 
 
 @dataclass(frozen=True)
@@ -182,6 +182,36 @@ class StageSyncLimits:
 
 
 STAGE_SYNC = StageSyncLimits()
+
+
+@dataclass(frozen=True)
+class RayServiceLimits:
+    """One curriculum served by a Ray actor to workers on Ray actors (`curriculum.ray_service`).
+
+    The stage-sync run reuses `STAGE_SYNC`'s stages, pool and advancement rule; only the Ray
+    topology and the client's queue are set here.
+    """
+
+    num_envs: int = 4
+    num_workers: int = 2
+    """Ray worker actors (2 envs each, one client per worker)."""
+    prefetch: int = 2
+    """Tasks each worker's client keeps queued (`CurriculumClient(prefetch=)`)."""
+    batch_size: int = 1
+    """Completions per client call: 1, so each episode's own late verdict is in its info and
+    the accounting oracle's per-episode counters are exact."""
+    accounting_vec_steps: int = 120
+    """Vec steps of the accounting run (episodes of 2-4 steps: about 160 episodes)."""
+    stage_vec_steps: int = 300
+    """Vec steps of the stage-sync run (episodes of 5, 7, 9 steps, `STAGE_SYNC.min_episodes` 24
+    per stage over 4 envs: the last stage is reached after roughly 80 vec steps)."""
+    max_stale_starts_per_advancement: int = 2
+    """Episodes of an older stage one worker may start after the service advanced: the
+    client's documented staleness bound (`curriculum.ray_service`: a task handed out was drawn
+    at most `prefetch` of this worker's draws earlier), so exactly `prefetch`; no tolerance."""
+
+
+RAY_SERVICE = RayServiceLimits()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="needs the [ray] extra: pip install 'curriculum-harness[ray]' (or make ray)")
 
 from curriculum import (  # noqa: E402
+    Curriculum,
     CurriculumConfig,
     CurriculumConfigError,
     LearningProgressConfig,
@@ -343,6 +344,26 @@ def test_staged_stage_follows_the_service_and_load_state_restarts_every_client(s
     # held before the load: the restored pool holds its id again, so it is recorded as that task
     assert client.update_task_performance(held.task_id, 1.0) is True
     client.close()
+
+
+class TaggedCurriculum(Curriculum):
+    """A plug-in curriculum (module level: the actor imports it from this folder)."""
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "served_by": "TaggedCurriculum"}
+
+
+def test_a_factory_builds_the_served_curriculum(services: list[Any]) -> None:
+    service = start(services, lp_config(8), factory=TaggedCurriculum)
+    client = CurriculumClient(service, prefetch=2, batch_size=1, timeout=20.0)
+    run_episodes(client, 10, 0)
+    stats = client.stats()
+    assert stats["served_by"] == "TaggedCurriculum"
+    assert (stats["total_completions"] + stats["late_completions"], client.recorded + client.late) == (10, 10)
+    client.close()
+    with pytest.raises(CurriculumConfigError, match=exact(
+            "Expected `factory` to be callable (config -> curriculum), received 3")):
+        start_curriculum_service(lp_config(8), factory=3)
 
 
 def test_max_delay_sends_a_batch_before_it_is_full(services: list[Any]) -> None:

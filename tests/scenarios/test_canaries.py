@@ -6,6 +6,7 @@ with the canary plugged in through the suite's option.
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
 import sys
@@ -18,8 +19,19 @@ from harness.faults import CANARIES
 ROOT = Path(__file__).resolve().parents[2]
 
 
+#: scenario module -> the optional dependency without which the whole module skips (so it cannot fail)
+NEEDS = {"test_ray_service": "ray"}
+
+
+def _case(module: str, option: str, spec: str) -> object:
+    needed = NEEDS.get(module)
+    missing = needed is not None and importlib.util.find_spec(needed) is None
+    return pytest.param(module, option, spec, marks=pytest.mark.skipif(
+        missing, reason=f"{module} skips without {needed} (make ray installs the [ray] extra)"))
+
+
 @pytest.mark.parametrize(("module", "option", "spec"),
-                         [(module, option, spec) for module in sorted(CANARIES) for option, spec in CANARIES[module]])
+                         [_case(module, option, spec) for module in sorted(CANARIES) for option, spec in CANARIES[module]])
 def test_suite_fails_on_its_canary(module: str, option: str, spec: str) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", f"scenarios/{module}.py", f"{option}={spec}", "-p", "no:xdist",

@@ -1,0 +1,245 @@
+"""One curriculum served by a Ray actor to workers on Ray actors (`curriculum.ray_service`).
+
+Bug class: a service between the workers and the curriculum that loses, repeats or
+misattributes completions (a batch applied twice, a late completion credited to the task now
+in its slot), or workers that run tasks of a stage the service never reached, or lag behind
+an advancement for longer than their client's queue allows. The curriculum under test
+(`curriculum_factory`) is served by `start_curriculum_service(config, factory=...)` on a local
+two-CPU Ray cluster; the envs run in Ray worker actors (`make_curriculum_vecenv(...,
+backend="Ray", tracking="ray")`, 4 envs on 2 workers, one client per worker, batch size 1 so
+every episode's own late verdict is in its info).
+
+1. Exact accounting: learning progress with eviction over `ExactAccountingEnv` tasks; every
+   episode the envs ended (their own `EpisodeRecord`s) is recorded exactly once by the
+   service (total completions + late completions), and the accounting oracle agrees with
+   every per-episode report and with the service's totals.
+2. Stage sync: `test_stage_sync`'s staged curriculum served by the actor; no worker starts an
+   episode of a stage the service has not reached, and after each advancement a worker starts
+   at most `prefetch` episodes of an older stage (the client's documented staleness bound).
+
+Runs whenever Ray is importable (the `[ray]` extra); the module skips otherwise. The factory
+must be importable in the actor's process (Ray pickles it by reference); the driver's import
+roots are passed to the workers. The Ray backend uses its own env wrapper, so
+`--gate-curriculum-env` does not apply here.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+ray = pytest.importorskip("ray", reason="the Ray service suite needs the [ray] extra: "
+                                        "pip install 'curriculum-harness[ray]' (or make ray)")
+
+from curriculum import (  # noqa: E402
+    CurriculumConfig,
+    CurriculumConfigError,
+    LearningProgressConfig,
+    SingleTaskGenerator,
+    WeightedTaskSetGenerator,
+)
+from curriculum.ray_service import CurriculumClient, start_curriculum_service, stop_curriculum_service  # noqa: E402
+from curriculum.vector import make_curriculum_vecenv  # noqa: E402
+from harness.envs import ExactAccountingEnv  # noqa: E402
+from harness.thresholds import RAY_SERVICE as LIMITS  # noqa: E402
+from harness.thresholds import STAGE_SYNC  # noqa: E402
+
+from .test_stage_sync import LENGTH_TO_STAGE, full_score, staged_config  # noqa: E402
+
+pytestmark = pytest.mark.xdist_group("ray")  # one Ray cluster at a time (`--dist loadgroup`)
+
+#: Accounting tasks: one length (so the episodes a run ends are the same whatever is drawn),
+#: different pay (so learning progress ranks and evicts them), terminal and time-limit ends.
+ACCOUNTING_TASKS = (
+    {"reward_per_step": 0.25, "episode_length": 2},
+    {"reward_per_step": 0.125, "episode_length": 2},
+    {"reward_per_step": 0.5, "episode_length": 2, "end": "truncated"},
+    {"reward_per_step": 0.0625, "episode_length": 2, "end": "truncated"},
+)
+WORKER_OPTIONS = {"num_cpus": 0}  # the cluster's two CPUs are the machine's: workers do not reserve them
+TIMEOUT = 30.0
+
+
+def _import_root(module_name: str, module_file: str | None) -> str | None:
+    """The folder `module_name` is imported from (the parent of its top-level package)."""
+    if not module_file:
+        return None
+    return str(Path(module_file).resolve().parents[module_name.count(".")])
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(curriculum_factory: Callable[..., Any]) -> Iterator[None]:
+    """A local two-CPU cluster whose workers import what the driver does: the suites' package
+    and the module of the curriculum factory under test."""
+    started = not ray.is_initialized()
+    if started:
+        factory_module = sys.modules.get(getattr(curriculum_factory, "__module__", ""), None)
+        roots = [_import_root(__name__, __file__),
+                 _import_root(factory_module.__name__, getattr(factory_module, "__file__", None))
+                 if factory_module is not None else None,
+                 os.environ.get("PYTHONPATH")]
+        path = os.pathsep.join(dict.fromkeys(root for root in roots if root))
+        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": path}})
+    yield
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture
+def serve(ray_cluster: None, curriculum_factory: Callable[..., Any]) -> Iterator[Callable[[CurriculumConfig], Any]]:
+    """`serve(config)`: the curriculum under test in a service actor, stopped at teardown."""
+    services: list[Any] = []
+
+    def start(config: CurriculumConfig) -> Any:
+        services.append(start_curriculum_service(config, factory=curriculum_factory))
+        return services[-1]
+
+    yield start
+    for service in services:
+        stop_curriculum_service(service, timeout=TIMEOUT)
+
+
+def _client(service: Any) -> CurriculumClient:
+    return CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=LIMITS.batch_size, timeout=TIMEOUT)
+
+
+def _vecenv(client: CurriculumClient, seed: int, **options: Any) -> Any:
+    return make_curriculum_vecenv(ExactAccountingEnv, client, backend="Ray", tracking="ray", num_envs=LIMITS.num_envs,
+                                  num_workers=LIMITS.num_workers, seed=seed, worker_options=WORKER_OPTIONS,
+                                  worker_timeout=TIMEOUT, **options)
+
+
+def accounting_config(seed: int) -> CurriculumConfig:
+    """Learning progress with eviction in short runs: tasks leave the pool while they run."""
+    tasks = [(SingleTaskGenerator(cfg, label=f"t{i}"), 1.0) for i, cfg in enumerate(ACCOUNTING_TASKS)]
+    return CurriculumConfig(task_generator=WeightedTaskSetGenerator(tasks, seed=seed),
+                            algorithm=LearningProgressConfig(min_samples_for_lp=3), num_active_tasks=8, seed=seed,
+                            min_presentations=4, eviction_percentile=50.0, refresh_interval=5)
+
+
+def test_every_episode_is_recorded_exactly_once_through_the_service(serve, uses_builtin_curriculum, scenario_seed,
+                                                                     oracle, golden) -> None:
+    service = serve(accounting_config(scenario_seed))
+    client = _client(service)
+    context = "Ray/ray, learning progress with eviction"
+    watcher = oracle(context=context)
+    vecenv = _vecenv(client, scenario_seed)
+    try:
+        _, infos = vecenv.reset(seed=scenario_seed)
+        watcher.observe(infos)
+        ended = 0
+        for _ in range(LIMITS.accounting_vec_steps):
+            _, _, terminals, truncations, infos = vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
+            watcher.observe(infos)
+            ended += int((np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)).sum())
+    finally:
+        vecenv.close()  # the workers' clients send what they still queue
+    try:
+        records = len(watcher.episodes)
+        assert records == ended, (
+            f"{context}: {ended} episodes ended (done flags) but the envs reported {records}, seed {scenario_seed}")
+        stats = client.stats()
+        recorded, late = stats["total_completions"], stats["late_completions"]
+        ends = Counter(e.record.ended for e in watcher.episodes)
+        assert recorded + late == records, (
+            f"{context}: the service recorded {recorded} completions and {late} late ones, {recorded + late} in all, "
+            f"for the {records} episodes the envs ended ({dict(ends)}; {LIMITS.num_envs} envs on "
+            f"{LIMITS.num_workers} Ray workers, {LIMITS.accounting_vec_steps} vec steps), seed {scenario_seed}")
+        claimed_late = sum(e.late for e in watcher.episodes)
+        assert late == claimed_late, (
+            f"{context}: the service counted {late} late completions, the workers' verdicts {claimed_late} "
+            f"(batch size {LIMITS.batch_size}: each verdict is its episode's own), seed {scenario_seed}")
+        if uses_builtin_curriculum:  # a plug-in that never evicts has no late completions to account for
+            evictions = stats.get("evictions", 0)
+            assert late > 0 and evictions > 0, (
+                f"{context}: the run never exercised late completions ({late} late, {evictions} evictions in "
+                f"{records} episodes), seed {scenario_seed}")
+        watcher.verify(client)
+        golden({"vec_steps": LIMITS.accounting_vec_steps, "episodes": records, "recorded_plus_late": recorded + late})
+    finally:
+        client.close()
+
+
+def test_workers_never_run_ahead_of_the_service_and_lag_at_most_their_queue(
+    serve, curriculum_factory, require_capability, scenario_seed, check_limit, oracle, golden
+) -> None:
+    config = staged_config(scenario_seed)
+    try:
+        probe = curriculum_factory(config)
+    except (CurriculumConfigError, NotImplementedError) as error:
+        probe = None
+        require_capability(False, f"stage sync over Ray needs a staged curriculum; the factory refused a staged "
+                                  f"config: {type(error).__name__}: {error}")
+    require_capability(getattr(probe, "stage", None) is not None,
+                       "stage sync over Ray needs a staged curriculum that reports its `stage`")
+    if callable(getattr(probe, "close", None)):
+        probe.close()
+    service = serve(config)
+    client = _client(service)
+    context = "Ray/ray, staged progression"
+    watcher = oracle(score_fn=full_score, context=context)
+    envs_per_worker = LIMITS.num_envs // LIMITS.num_workers
+    last = len(STAGE_SYNC.stage_episode_lengths) - 1
+
+    def service_stage() -> int:
+        return ray.get(service.describe.remote(), timeout=TIMEOUT)["stage"]
+
+    vecenv = _vecenv(client, scenario_seed, score_fn=full_score)
+    try:
+        obs, infos = vecenv.reset(seed=scenario_seed)
+        watcher.observe(infos)
+        stage_history = [service_stage()]
+        ahead, stale = [], []
+        # stale[(worker, s)]: the worker's starts of a stage below s once the service had reached s
+        stale_starts: Counter = Counter()
+        ended = 0
+        for step in range(1, LIMITS.stage_vec_steps + 1):
+            obs, _, terminals, truncations, infos = vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
+            watcher.observe(infos)
+            stage_now = service_stage()
+            stage_history.append(stage_now)
+            done = np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)
+            ended += int(done.sum())
+            for env_index, (finished, o) in enumerate(zip(done, obs.reshape(LIMITS.num_envs, -1))):
+                if not finished:
+                    continue
+                new_stage = LENGTH_TO_STAGE[int(o[0])]
+                if new_stage > stage_now:
+                    ahead.append((step, env_index, new_stage, stage_now))
+                reached = stage_history[step - 1]  # before this step's draws
+                if new_stage < reached:
+                    stale.append((step, env_index, new_stage, reached))
+                    for s in range(new_stage + 1, reached + 1):
+                        stale_starts[(env_index // envs_per_worker, s)] += 1
+    finally:
+        vecenv.close()
+    try:
+        stats = client.stats()
+        recorded = stats["total_completions"] + stats["late_completions"]
+        assert recorded == ended == len(watcher.episodes), (
+            f"{context}: the service recorded {recorded} episodes, the envs ended {ended} and reported "
+            f"{len(watcher.episodes)}, seed {scenario_seed}")
+        assert stats["stage"] == last and stats["advancements"] == last and stats["regressions"] == 0, (
+            f"{context}: expected exactly {last} advancements to stage {last}, got stage {stats['stage']} after "
+            f"{stats['advancements']} advancements and {stats['regressions']} regressions, seed {scenario_seed}")
+        assert not ahead, (
+            f"{context}: workers started episodes of stages the service had not reached (vec step, env, episode "
+            f"stage, service stage): {ahead[:5]}, seed {scenario_seed}")
+        worst = max(stale_starts.values(), default=0)
+        check_limit("ray_stale_starts_per_advancement", worst, LIMITS.max_stale_starts_per_advancement, fmt=".0f",
+                    what=f"{context}: most older-stage episodes one worker started after an advancement "
+                         f"(prefetch {LIMITS.prefetch}; vec step, env, episode stage, service stage: {stale[:5]}):")
+        watcher.verify(client)
+        golden({"vec_steps": LIMITS.stage_vec_steps, "stage": stats["stage"], "advancements": stats["advancements"],
+                "regressions": stats["regressions"]})
+    finally:
+        client.close()
