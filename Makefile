@@ -58,9 +58,10 @@ learners: $(LEARNERS_STAMP)
 	nice -n 10 $(BIN)/pytest scenarios/learners/ --gate-learners -n 2 --dist loadgroup $(ARGS)
 
 ## One curriculum for workers on many machines: installs the [ray] extra and runs the Ray
-## service tests on a local two-CPU cluster (~35 s).
+## service tests, the gate's Ray suite and its canary on a local two-CPU cluster (~1.5 min).
 ray: $(RAY_STAMP)
-	$(BIN)/pytest tests/curriculum/test_ray_service.py -m ray $(ARGS)
+	$(BIN)/pytest tests/curriculum/test_ray_service.py scenarios/test_ray_service.py $(ARGS)
+	$(BIN)/pytest tests/scenarios/test_canaries.py -k test_ray_service $(ARGS)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis .benchmarks
