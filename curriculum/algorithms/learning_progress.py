@@ -452,11 +452,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             return
         m = self._memory.reshape(-1, _NUM_FIELDS)
         fast, slow, var, base, peak = m[:, _FAST], m[:, _SLOW], m[:, _VAR], m[:, _BASE], m[:, _PEAK]
-        noise = np.sqrt(var)
-        learned_at = np.minimum(self._mastered_gain + self._baseline_noise * noise,
-                                (self._max_baseline - base) / (1.0 - base))
         gap = np.maximum(np.abs(fast - slow), peak - slow)
-        stale = (keys != 0) & (slow < learned_at) & (gap <= self._noise_scale * noise)
+        stale = (keys != 0) & (slow < self._learned_at_pool(base, var)) & (gap <= self._noise_scale * np.sqrt(var))
         if stale.any():
             self.tracker.lock.touch_globals()
             keys[stale] = 0
@@ -513,12 +510,13 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         level at least `max_baseline`)."""
         return (self._count >= self._warmup) & (self._slow >= self._learned_at_pool())
 
-    def _learned_at_pool(self) -> np.ndarray:
-        """`_learned_at` of every slot."""
-        b = self._baseline
+    def _learned_at_pool(self, b: np.ndarray | None = None, var: np.ndarray | None = None) -> np.ndarray:
+        """`_learned_at` of every slot (or of the rows with baselines `b` and variances `var`)."""
+        b = self._baseline if b is None else b
+        var = self._var if var is None else var
         learned_at = self._max_baseline - b
         learned_at /= 1.0 - b
-        return np.minimum(learned_at, self._mastered_gain + self._baseline_noise * np.sqrt(self._var), out=learned_at)
+        return np.minimum(learned_at, self._mastered_gain + self._baseline_noise * np.sqrt(var), out=learned_at)
 
     def cold_weights(self) -> np.ndarray:
         """Per slot: a cold task's part of the cold budget relative to one nothing is known
