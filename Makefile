@@ -60,7 +60,7 @@ learners: $(LEARNERS_STAMP)
 ## One curriculum for workers on many machines: installs the [ray] extra and runs the Ray
 ## service tests, the gate's Ray suite and its canary on a local two-CPU cluster (~1.5 min).
 ray: $(RAY_STAMP)
-	$(BIN)/pytest tests/curriculum/test_ray_service.py scenarios/test_ray_service.py $(ARGS)
+	$(BIN)/pytest tests/curriculum/test_ray_service.py tests/curriculum/test_ray_node_death.py scenarios/test_ray_service.py $(ARGS)
 	$(BIN)/pytest tests/scenarios/test_canaries.py -k test_ray_service $(ARGS)
 
 clean:

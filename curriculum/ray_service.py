@@ -96,6 +96,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_TIMEOUT",
     "CHECKPOINT_FORMAT",
+    "REAP_INTERVAL",
 ]
 
 DEFAULT_PREFETCH: Final = 8
@@ -109,11 +110,17 @@ DEFAULT_TIMEOUT: Final = 30.0
 
 CHECKPOINT_FORMAT: Final = "curriculum-service-checkpoint/1"
 
+REAP_INTERVAL: Final = 2.0
+"""Seconds between the service's checks for clients on dead nodes (made at its next call)."""
+
 _MAX_ISSUED: Final = 65_536
 """Task ids a client remembers the issuing incarnation of (tasks handed out, not completed)."""
 
 _ERRORS: Final = {name: getattr(_errors, name) for name in _errors.__all__}
 """The library's named errors by name: the service sends a refusal back as (name, message)."""
+
+_TASK_COUNTS: Final = ("issued", "acknowledged", "carried_over", "lost", "abandoned", "lost_clients")
+"""The service's task accounting (`CurriculumService.service_stats`)."""
 
 _RAY_FAILURES: Final = tuple(
     getattr(_ray_exceptions, name)
@@ -147,6 +154,11 @@ class CurriculumService:
         self._checkpoint_path = checkpoint_path
         self._checkpoint_interval = checkpoint_interval
         self._acks: dict[str, tuple[int, list[Any]]] = {}
+        # per client: [node id, tasks handed out, completions acknowledged]
+        self._clients: dict[str, list[Any]] = {}
+        self._lost_clients: set[str] = set()
+        self._counts = dict.fromkeys(_TASK_COUNTS, 0)
+        self._next_reap = 0.0
         self._since_checkpoint = 0
         self.resumed_from_checkpoint = False
         self._stale_after_restore = 0
@@ -159,8 +171,12 @@ class CurriculumService:
         self._epoch = uuid.uuid4().hex
 
     # ---- the client protocol ------------------------------------------------------------------
-    def describe(self) -> dict[str, Any]:
-        """What a new client needs: the config, this incarnation and the current stage."""
+    def describe(self, client_id: str | None = None, node_id: str | None = None) -> dict[str, Any]:
+        """What a new client needs: the config, this incarnation and the current stage. A
+        `client_id` registers the client and the Ray node it runs on (`node_id`), so its
+        outstanding tasks can be counted lost if that node dies."""
+        if client_id is not None and client_id not in self._clients:
+            self._clients[client_id] = [node_id, 0, 0]
         return {"config": self._config, "epoch": self._epoch, "stage": self._stage(),
                 "resumed_from_checkpoint": self.resumed_from_checkpoint}
 
@@ -168,12 +184,26 @@ class CurriculumService:
         """The curriculum's stage (staged progression), None when it has none."""
         return getattr(self._curriculum, "stage", None)
 
-    def exchange(self, client_id: str, seq: int, items: list[tuple[int, float, str]], want: int) -> dict[str, Any]:
+    def exchange(self, client_id: str, seq: int, items: list[tuple[int, float, str]], want: int,
+                 node_id: str | None = None) -> dict[str, Any]:
         """Apply one batch of completions (once per `(client_id, seq)`), then draw `want` tasks.
 
         `items` are `(task_id, score, epoch of the service that issued the task)`. Results, in
-        order: True (recorded), False (late) or `[error name, message]` (refused).
+        order: True (recorded), False (late) or `[error name, message]` (refused). `node_id`:
+        the client's Ray node (registers a client this incarnation has not seen yet).
         """
+        self._maybe_reap()
+        if client_id in self._lost_clients:  # declared lost: nothing it sends may count twice
+            refusal = ["CurriculumServiceError",
+                       f"The curriculum service declared client {client_id} lost (its node died, or "
+                       "declare_lost() was called); its outstanding tasks were counted lost and its completions "
+                       "are not recorded"]
+            answer = self._answer([refusal] * len(items), [])
+            answer["lost"] = refusal[1]
+            return answer
+        record = self._clients.get(client_id)
+        if record is None:  # a client of an earlier incarnation (restart, restore): registered now
+            record = self._clients[client_id] = [node_id, 0, 0]
         results: list[Any] = []
         if items:
             last = self._acks.get(client_id)
@@ -182,11 +212,17 @@ class CurriculumService:
             else:
                 results = [self._record(task_id, score, epoch) for task_id, score, epoch in items]
                 self._acks[client_id] = (seq, results)
+                current = sum(1 for item in items if item[2] == self._epoch)  # issued by this incarnation
+                record[2] += current
+                self._counts["acknowledged"] += current
+                self._counts["carried_over"] += len(items) - current
                 self._since_checkpoint += len(items)
                 if (self._checkpoint_interval is not None and self._checkpoint_path is not None
                         and self._since_checkpoint >= self._checkpoint_interval):
                     self.checkpoint()
         tasks = [_task_tuple(self._curriculum.get_task()) for _ in range(want)]
+        record[1] += want
+        self._counts["issued"] += want
         return self._answer(results, tasks)
 
     def _answer(self, results: list[Any], tasks: list[Any]) -> dict[str, Any]:
@@ -210,18 +246,69 @@ class CurriculumService:
             return [type(error).__name__, str(error)]
 
     def release(self, client_id: str) -> None:
-        """Forget a closed client's batch record."""
+        """Forget a closed client; the tasks it held and never completed (its queue, episodes
+        cut by the close) are counted `abandoned`."""
         self._acks.pop(client_id, None)
+        record = self._clients.pop(client_id, None)
+        if record is not None:
+            self._counts["abandoned"] += record[1] - record[2]
+
+    def declare_lost(self, client_id: str) -> int:
+        """Count a client's outstanding tasks lost (its worker died) and refuse whatever it
+        sends from now on; returns the tasks counted lost (0 for a client already lost)."""
+        if client_id in self._lost_clients:
+            return 0
+        self._lost_clients.add(client_id)
+        self._acks.pop(client_id, None)
+        record = self._clients.pop(client_id, None)
+        lost = 0 if record is None else record[1] - record[2]
+        self._counts["lost"] += lost
+        self._counts["lost_clients"] += 1
+        return lost
+
+    def reap_lost_clients(self) -> int:
+        """Declare lost every client whose Ray node is dead; returns the tasks counted lost.
+
+        Each client of this incarnation registered its node; a node the cluster reports dead
+        takes with it the episodes its workers were running, the tasks they had queued and the
+        completions they had not sent yet: all counted `lost`, none recorded (a completion
+        that still arrived is refused, not counted twice). Runs at most every `REAP_INTERVAL`
+        seconds by itself, at the service's next call."""
+        self._next_reap = time.monotonic() + REAP_INTERVAL
+        nodes = {node["NodeID"]: node["Alive"] for node in ray.nodes()}
+        dead = [client for client, (node, _, _) in self._clients.items()
+                if node is not None and not nodes.get(node, True)]
+        return sum(self.declare_lost(client) for client in dead)
+
+    def client_accounts(self) -> dict[str, dict[str, Any]]:
+        """Per open client: its node, the tasks handed out to it and its completions
+        acknowledged (of this incarnation's tasks), and the difference, `outstanding`."""
+        return {client: {"node_id": node, "issued": issued, "acknowledged": acked, "outstanding": issued - acked}
+                for client, (node, issued, acked) in self._clients.items()}
+
+    def _maybe_reap(self) -> None:
+        if time.monotonic() >= self._next_reap:
+            self.reap_lost_clients()
 
     # ---- the curriculum's read side and checkpoints -------------------------------------------
     def stats(self) -> dict[str, Any]:
         return self._curriculum.stats()
 
     def service_stats(self) -> dict[str, Any]:
-        """The service's own numbers: clients with a batch record, completions of tasks issued
-        before a restore (counted late), whether it resumed from its checkpoint file."""
-        return {"clients": len(self._acks), "stale_after_restore": self._stale_after_restore,
-                "resumed_from_checkpoint": self.resumed_from_checkpoint, "epoch": self._epoch}
+        """The service's own numbers (after checking for dead nodes): open clients, completions
+        of tasks issued before a restore (counted late), whether it resumed from its checkpoint
+        file, and the task accounting of this incarnation: `issued_tasks` ==
+        `acknowledged_completions` + `lost_tasks` + `abandoned_tasks` + `outstanding_tasks`
+        (completions of tasks an earlier incarnation issued are `carried_over_completions`)."""
+        self.reap_lost_clients()
+        counts = self._counts
+        outstanding = sum(issued - acked for _, issued, acked in self._clients.values())
+        return {"clients": len(self._clients), "stale_after_restore": self._stale_after_restore,
+                "resumed_from_checkpoint": self.resumed_from_checkpoint, "epoch": self._epoch,
+                "issued_tasks": counts["issued"], "acknowledged_completions": counts["acknowledged"],
+                "carried_over_completions": counts["carried_over"],
+                "lost_tasks": counts["lost"], "lost_clients": counts["lost_clients"],
+                "abandoned_tasks": counts["abandoned"], "outstanding_tasks": outstanding}
 
     def get_state(self) -> dict[str, Any]:
         return self._curriculum.get_state()
@@ -438,7 +525,8 @@ class CurriculumClient:
         self.recorded = 0
         self.late = 0
         self.refused = 0
-        info = _get(service.describe.remote(), self.timeout, "describe")
+        self.node_id: str = ray.get_runtime_context().get_node_id()
+        info = _get(service.describe.remote(self.client_id, self.node_id), self.timeout, "describe")
         self.config: CurriculumConfig = info["config"]
         self._epoch: str = info["epoch"]
         self._answer_seen = 0
@@ -549,6 +637,16 @@ class CurriculumClient:
         """Completions not yet acknowledged by the service."""
         return len(self._pending) + (len(self._outbox[1]) if self._outbox is not None else 0)
 
+    @property
+    def unsent_completions(self) -> int:
+        """Completions queued here and not sent yet (lost with this worker if it dies)."""
+        return len(self._pending)
+
+    @property
+    def queued_tasks(self) -> int:
+        """Tasks drawn from the service and not handed out yet."""
+        return len(self._queue)
+
     def get_state(self) -> dict[str, Any]:
         """The service curriculum's `get_state()`, after sending this client's queue."""
         self.flush()
@@ -619,13 +717,15 @@ class CurriculumClient:
 
     def _request_tasks(self) -> None:
         want = self.prefetch - len(self._queue)
-        self._refill = self._service.exchange.remote(self.client_id, 0, [], max(want, 1))
+        self._refill = self._service.exchange.remote(self.client_id, 0, [], max(want, 1), self.node_id)
 
     def _take_refill(self) -> None:
         ref, self._refill = self._refill, None
         self._absorb(_get(ref, self.timeout, "exchange"))
 
     def _absorb(self, answer: dict[str, Any]) -> None:
+        if "lost" in answer and not answer["results"]:
+            raise CurriculumServiceError(answer["lost"])
         epoch = answer["epoch"]
         if epoch != self._epoch or answer["answer"] > self._answer_seen:  # answers collected out of order
             self._epoch, self._stage, self._answer_seen = epoch, answer["stage"], answer["answer"]
@@ -644,7 +744,7 @@ class CurriculumClient:
         want = 0
         if want_tasks and self._refill is None and len(self._queue) <= self.prefetch // 2:
             want = self.prefetch - len(self._queue)  # top the task queue up in the same round trip
-        self._outbox_ref = self._service.exchange.remote(self.client_id, seq, items, want)
+        self._outbox_ref = self._service.exchange.remote(self.client_id, seq, items, want, self.node_id)
 
     def _collect(self) -> list[Any]:
         """Wait for the outbox's answer (sending it first if a failure left it unsent); count

@@ -11,7 +11,8 @@ curriculum driving a real learner (stable-baselines3 PPO through `GymCurriculumE
   start. Each door passed for the first time in an episode pays `progress_share / (length -
   1)`, the goal pays the rest (return 1 at most). A random policy gets through one or two
   doors; length L needs the doors of the shorter corridors first.
-  Impossible: `locked` (the last door never opens). Noisy: `noisy`.
+  Impossible: `locked` (the last door never opens and the others are jammed: each opens by
+  chance, one step in `num_codes`, whatever the action). Noisy: `noisy`.
 - `CraftingChainEnv`: a production chain of `depth` machines (ore -> ... -> heart, as in
   `harness.envs.ResourceChainEnv`, but the agent runs the machines). Machine k turns the
   product of machine k-1 into its own; machine 0 needs nothing. Running a machine without its
@@ -220,8 +221,14 @@ class DoorCorridorEnv(_ConfiguredEnv):
     locked, noisy).
     Actions: `Discrete(num_codes)`; the code of door i is drawn once from `layout_seed` and is
     the same for every length; a wrong code sends the agent back to the start. Config keys:
-    `length` (1 .. `max_length`), `locked` (the last door never opens), `noisy` (the return
-    is uniform in [0, 1]).
+    `length` (1 .. `max_length`), `locked`, `noisy` (the return is uniform in [0, 1]).
+
+    A locked corridor is impossible in the full sense: its last door never opens, and the doors
+    before it are jammed, each opening by chance (probability 1 / `num_codes` per step, as a
+    random code would) whatever the action, so no policy earns more there than chance does.
+    (Doors that still opened with their codes made a locked corridor partly learnable: its
+    first doors pay half the return, its score rose while the agent learned them, and learning
+    progress rightly followed it. That is a capped task, not an impossible one.)
     """
 
     DIFFICULTY_KEY = "length"
@@ -269,7 +276,11 @@ class DoorCorridorEnv(_ConfiguredEnv):
     def _act(self, action: int) -> tuple[float, bool]:
         length = self._config["length"]
         door = self._position
-        if action != self.codes[door] or (self._config["locked"] and door == length - 1):
+        if self._config["locked"]:  # jammed doors open by chance; the last one never
+            opens = door < length - 1 and self.np_random.random() < 1.0 / self.num_codes
+        else:
+            opens = action == self.codes[door]
+        if not opens:
             self._position = 0  # a wrong code sends the agent back to the start
             return 0.0, False
         self._position = door + 1
