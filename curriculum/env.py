@@ -225,6 +225,9 @@ class CompletionRecorder:
         self.late_completions = 0
         """Of those, the ones the curriculum refused as late."""
         self._record = curriculum.update_task_performance
+        # a curriculum that answers completions later (a batching Ray client) hands over its
+        # late verdicts as they arrive: each episode reports those not reported yet
+        self._deferred = bool(getattr(curriculum, "defers_verdicts", False))
         self._pool_scores = _pool_scores(curriculum)
         self._report_ids: list[Any] = []  # task ids at the last pool report, in task_scores() order
         self._report_scores: list[float] = []
@@ -236,13 +239,16 @@ class CompletionRecorder:
     def record(self, task_id: int, label: str, score: float) -> dict[str, Any]:
         """Credit `score` to `task_id`; the entries to merge into the episode's info dict."""
         late = self._record(task_id, score) is False
+        late_count = int(late)
+        if self._deferred:
+            late_count = int(self.curriculum.take_late_verdicts())
         self.completions += 1
-        self.late_completions += late
+        self.late_completions += late_count
         keys = self._label_keys.get(label)
         if keys is None:
             keys = self._label_keys[label] = (stat_key(PER_LABEL_COMPLETIONS, label),
                                               stat_key(PER_LABEL_LP_SCORES, label))
-        entries: dict[str, Any] = {_COMPLETIONS_KEY: 1, _LATE_KEY: int(late), keys[0]: 1}
+        entries: dict[str, Any] = {_COMPLETIONS_KEY: 1, _LATE_KEY: late_count, keys[0]: 1}
         if (self.completions - 1) % self.stats_interval == 0:
             entries.update(self._pool_report())
         if not late:

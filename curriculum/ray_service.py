@@ -46,6 +46,15 @@ longer. Unsent completions stay with the client (`pending_completions`) and go o
 next flush once the service is back (`max_restarts` with a `checkpoint_path`: Ray restarts
 the actor, which resumes from the file).
 
+Lost workers. Each client registers its Ray node (and sends it with every call, so a restarted
+service learns it again). Every `REAP_INTERVAL` seconds, at its next call, the service asks
+the cluster which nodes are alive; a client on a dead node is declared lost: the tasks handed
+to it and never completed (episodes running, tasks queued, completions not sent) are counted
+`lost_tasks`, and whatever it still sends is refused with `CurriculumServiceError`, never
+recorded, so nothing counts twice. `declare_lost(client_id)` does the same for a worker seen
+dying on a live node. `service_stats()` holds the accounting of the running incarnation:
+`issued_tasks == acknowledged_completions + lost_tasks + abandoned_tasks + outstanding_tasks`.
+
 Only the checkpoint file, the state and the per-client batch records live in the actor; a
 client holds a few tasks and completions, and pickles (into another Ray actor) as a new
 client of the same service.
@@ -524,6 +533,7 @@ class CurriculumClient:
         self.sent = 0
         self.recorded = 0
         self.late = 0
+        self._late_untaken = 0
         self.refused = 0
         self.node_id: str = ray.get_runtime_context().get_node_id()
         info = _get(service.describe.remote(self.client_id, self.node_id), self.timeout, "describe")
@@ -636,6 +646,19 @@ class CurriculumClient:
     def pending_completions(self) -> int:
         """Completions not yet acknowledged by the service."""
         return len(self._pending) + (len(self._outbox[1]) if self._outbox is not None else 0)
+
+    @property
+    def defers_verdicts(self) -> bool:
+        """Whether completions are answered after their call returns (`batch_size` above 1);
+        a `CurriculumEnv` then counts `take_late_verdicts()` into its episodes'
+        `late_completions`."""
+        return self.batch_size > 1
+
+    def take_late_verdicts(self) -> int:
+        """Late verdicts collected since the last call (each handed over once, whichever of
+        the envs sharing this client asks)."""
+        taken, self._late_untaken = self._late_untaken, 0
+        return taken
 
     @property
     def unsent_completions(self) -> int:
@@ -766,6 +789,7 @@ class CurriculumClient:
                 self.recorded += 1
             elif result is False:
                 self.late += 1
+                self._late_untaken += 1
             else:
                 self.refused += 1
                 if first_refusal is None:

@@ -25,9 +25,12 @@ machine runs but:
 - supports only synchronous batches here (`batch_size == num_envs`).
 
 Episode counters in the infos: with a client `batch_size` above 1 a completion's verdict comes
-back with its batch, so the per-episode `curriculum_stats/late_completions` counts only the
-late completions whose batch the episode's own completion sent; the service's
-`total_late_completions` (pool report, and `client.stats()`) counts all of them.
+back with its batch, after its episode's info was written; each episode's
+`curriculum_stats/late_completions` then counts the late verdicts that came back since the
+worker's previous episode, so their sum trails the service's `total_late_completions` (pool
+report, and `client.stats()`) by the verdicts of at most two batches per worker (the one
+queued and the one in flight), which arrive at `close()`. With `batch_size=1` every episode
+carries its own verdict.
 """
 
 from __future__ import annotations
