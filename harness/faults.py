@@ -28,6 +28,8 @@ __all__ = [
     "make_lock_leaking_curriculum",
     "make_per_worker_copy_curriculum",
     "make_late_crediting_curriculum",
+    "make_span_as_high_curriculum",
+    "make_label_order_mixup_curriculum",
     "make_shared_stream_curriculum",
     "make_decline_blind_lp",
     "make_late_advancing_staged",
@@ -55,6 +57,7 @@ def _with_algorithm(curriculum: Curriculum, algorithm_class: type) -> Curriculum
     if not isinstance(old, LearningProgressAlgorithm):
         return curriculum
     new = algorithm_class(old.config, old.capacity, old.generator)
+    new.score_range = old.score_range
     new.bind(curriculum.tracker)
     curriculum._algorithm = new
     curriculum._refresh()
@@ -192,6 +195,39 @@ def make_late_crediting_curriculum(config: CurriculumConfig) -> Curriculum:
     """Canary of the Ray-service scenario: a late completion is also credited to the slot's
     current task (served from the actor, importable there as `harness.faults`)."""
     return _LateCreditingCurriculum(config)
+
+
+class _SpanAsHighCurriculum(Curriculum):
+    """Bug: scores are normalised by the top of the range, (s - low) / high, instead of by its
+    span: right for the default (0, 1), wrong for any range that does not start at 0."""
+
+    def __init__(self, config: CurriculumConfig, **kwargs: Any) -> None:
+        super().__init__(config, **kwargs)
+        self._score_span = self._score_high
+
+
+def make_span_as_high_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the invariance scenario (score range): normalises scores by `high`."""
+    return _SpanAsHighCurriculum(config)
+
+
+class _LabelOrderMixupCurriculum(Curriculum):
+    """Bug: per-label tables are filled in first-seen order and reported against the labels
+    sorted by name (`zip(sorted(labels), values)`): right while the two orders agree."""
+
+    def stats(self) -> dict[str, Any]:
+        stats = super().stats()
+        first_seen = list(dict.fromkeys(task.label for task in self.active_tasks()))
+        for key, table in stats.items():
+            if key.startswith("per_label_") and isinstance(table, dict):
+                order = first_seen + [label for label in table if label not in first_seen]
+                stats[key] = dict(zip(sorted(table), (table[label] for label in order if label in table)))
+        return stats
+
+
+def make_label_order_mixup_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the invariance scenario (label names): per-label numbers under the wrong names."""
+    return _LabelOrderMixupCurriculum(config)
 
 
 class _PerWorkerCopyCurriculum(Curriculum):
@@ -402,6 +438,9 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
     "test_worker_streams": (("--gate-curriculum", "harness.faults:make_shared_stream_curriculum"),),
     "test_multi_agent": (("--gate-curriculum-env", "harness.faults:FirstAgentScoreCurriculumEnv"),),
     "test_ray_service": (("--gate-curriculum", "harness.faults:make_late_crediting_curriculum"),),
+    "test_invariances": (("--gate-curriculum", "harness.faults:make_span_as_high_curriculum"),
+                         ("--gate-curriculum", "harness.faults:make_label_order_mixup_curriculum"),
+                         ("--gate-curriculum", "harness.faults:make_late_crediting_curriculum")),
     "test_staged_progression": (("--gate-curriculum", "harness.faults:make_late_advancing_staged"),
                                 ("--gate-curriculum", "harness.faults:make_regression_blind_staged")),
 }

@@ -156,7 +156,8 @@ CONFIG_FIELDS: Final = {
                  "threshold, min_episodes, window); refuse a kind you do not implement with CurriculumConfigError",
     "num_active_tasks": "the pool size; `num_active_tasks` and `active_tasks()` report it",
     "seed": "all randomness; the same config gives the same task stream",
-    "score_range": "scores outside it (and NaN) raise InvalidScoreError",
+    "score_range": "scores outside it (and NaN) raise InvalidScoreError; otherwise only scores normalised by it "
+                   "may matter: the same run with its scores mapped into another range must make the same choices",
     "min_presentations": "a task is not evicted before this many completions",
     "eviction_percentile": "0 switches eviction off (the forgetting suite keeps every task's history)",
     "refresh_interval": "may be ignored",
@@ -538,6 +539,9 @@ SUITES: Final[dict[str, Suite]] = {s.name: s for s in (
                     "counters": "episodes recorded are compared with episodes run"},
           uses={"shared_memory": "the shared-tracking variants (Serial and Multiprocessing)",
                 "stage_sync": "the centralized-tracking variants (worker copies follow sync_state())"}),
+    Suite("invariances", ("learning_progress", "staged"),
+          uses={"staged_config": "the staged-progression run of the score-range relation",
+                "pool": "the late-completion relation (a stale worker reports the tasks that left the pool)"}),
     Suite("ray_service", ("learning_progress", "staged"),
           requires={"counters": "the service's recorded and late completions are compared with the episodes the "
                                 "Ray workers ended",

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["STAGED", "MULTI_AGENT", "WORKER_STREAMS", "IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER", "FORGETTING", "AFTER_MASTERY", "RAY_SERVICE"]
+__all__ = ["STAGED", "MULTI_AGENT", "WORKER_STREAMS", "IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER", "FORGETTING", "AFTER_MASTERY", "RAY_SERVICE",
+           "INVARIANCES"]
 
 
 @dataclass(frozen=True)
@@ -347,3 +348,32 @@ class AfterMasteryLimits:
 
 
 AFTER_MASTERY = AfterMasteryLimits()
+
+
+@dataclass(frozen=True)
+class InvarianceLimits:
+    """Scenario: metamorphic relations (the same run transformed must make the same choices).
+    Exact: no tolerance to calibrate (score statistics compare with a relative 1e-9, for sums
+    divided by counts)."""
+
+    episodes: int = 2000
+    """Episodes per run (direct loop)."""
+    pool: int = 32
+    score_range: tuple[float, float] = (-3.0, 5.0)
+    """The other range the scores are mapped into (span a power of two, so with scores that
+    are multiples of 1 / `score_quantum` every map is exact in floating point)."""
+    score_quantum: int = 1024
+    """Scores are rounded to multiples of 1 / this, in both runs."""
+    stale_reports: int = 3
+    """Late completions a stale worker reports for every task that left the pool."""
+    min_departed: int = 10
+    """Tasks that must leave the pool in the late-completion run (else it tests nothing; seeds
+    0-19 of the built-in: 25-70)."""
+    churn_pool: int = 16
+    """The late-completion run's pool, `min_presentations` and `eviction_percentile`: a pool
+    that keeps evicting, so tasks keep leaving it."""
+    churn_min_presentations: int = 4
+    churn_eviction_percentile: float = 50.0
+
+
+INVARIANCES = InvarianceLimits()

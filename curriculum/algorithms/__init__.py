@@ -29,13 +29,17 @@ def make_algorithm(config: CurriculumConfig) -> CurriculumAlgorithm:
     """The algorithm a curriculum config asks for."""
     algo = config.algorithm
     n = config.num_active_tasks
+    algorithm: CurriculumAlgorithm
     if isinstance(algo, LearningProgressConfig):
-        return LearningProgressAlgorithm(algo, n, config.task_generator)
-    if isinstance(algo, StagedProgressionConfig):
-        return StagedProgressionAlgorithm(algo, n)
-    if isinstance(algo, UniformConfig):
-        return UniformAlgorithm(algo, n, config.task_generator)
-    raise CurriculumConfigError(
-        "Expected `algorithm` to be UniformConfig, LearningProgressConfig or StagedProgressionConfig, "
-        f"received {type(algo).__name__}"
-    )
+        algorithm = LearningProgressAlgorithm(algo, n, config.task_generator)
+    elif isinstance(algo, StagedProgressionConfig):
+        algorithm = StagedProgressionAlgorithm(algo, n)
+    elif isinstance(algo, UniformConfig):
+        algorithm = UniformAlgorithm(algo, n, config.task_generator)
+    else:
+        raise CurriculumConfigError(
+            "Expected `algorithm` to be UniformConfig, LearningProgressConfig or StagedProgressionConfig, "
+            f"received {type(algo).__name__}"
+        )
+    algorithm.score_range = tuple(config.score_range)
+    return algorithm

@@ -37,6 +37,20 @@ class CurriculumAlgorithm(ABC):
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
+        self.score_range: tuple[float, float] = (0.0, 1.0)
+        """The curriculum's `score_range` (`make_algorithm` sets it); `record` gets scores
+        already normalised by it."""
+
+    def mean_scores(self) -> np.ndarray:
+        """Per slot: the mean score of its completions, normalised to [0, 1] like the scores
+        `record` gets (0 for a slot without completions)."""
+        tracker = self.tracker
+        completions = tracker.completions
+        low, high = self.score_range
+        mean = tracker.score_sum / np.maximum(completions, 1)
+        if low != 0.0 or high != 1.0:
+            mean = np.where(completions > 0, (mean - low) / (high - low), 0.0)
+        return mean
 
     def extra_layout(self) -> dict[str, tuple[str, int]]:
         """Arrays this algorithm keeps in the tracker backend."""

@@ -116,7 +116,7 @@ class StagedProgressionAlgorithm(CurriculumAlgorithm):
         self._counters[_CHANGES] = stage_changes
 
     def scores(self) -> np.ndarray:
-        return self.tracker.score_sum / np.maximum(self.tracker.completions, 1)
+        return self.mean_scores()
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         return self._uniform

@@ -24,7 +24,7 @@ class UniformAlgorithm(CurriculumAlgorithm):
         return self.generator
 
     def scores(self) -> np.ndarray:
-        return self.tracker.score_sum / np.maximum(self.tracker.completions, 1)
+        return self.mean_scores()
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
         return self._uniform

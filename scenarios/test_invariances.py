@@ -1,0 +1,266 @@
+"""Metamorphic relations: a run transformed in a way the curriculum must not care about makes
+the same choices, episode for episode.
+
+Bug class: code that depends on something it should not, invisible in the gate's usual runs
+because those never vary it:
+
+- the score range: a threshold, baseline or clip applied to raw scores where normalised ones
+  are meant, or a span taken as `high` instead of `high - low`. Every other suite scores in
+  the default [0, 1], where raw and normalised scores coincide; a run whose rewards live in
+  [-1, 1] or [0, 100] is then silently wrong.
+- label names: per-label tables filled in one order and read in another (sorted names vs
+  first-seen order), special cases keyed on a name.
+- late completions: a completion of a task that already left the pool (a stale worker) must
+  count as late and change nothing else; crediting it to the slot's new task, advancing a
+  counter the sampler reads or drawing from the random stream all change what comes next.
+
+Each relation needs no oracle: the reference run is the same curriculum on the same student
+and seed. Scores are rounded to multiples of 1/1024 in both runs, so mapping them into
+`INVARIANCES.score_range` and back is exact in floating point: a curriculum that normalises
+(s - low) / (high - low) sees bit-identical numbers. The first divergence is named (episode,
+task ids, seed), and every `stats()` number must match the reference (or, for a score
+statistic, its image in the other range).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import pytest
+
+from curriculum import (
+    BucketedTaskGenerator,
+    CurriculumConfig,
+    CurriculumConfigError,
+    LearningProgressConfig,
+    Stage,
+    StagedProgressionConfig,
+    TaskGenerator,
+)
+from harness.episodes import LabelledTaskGenerator
+from harness.task_spaces import TaskSpace, chain_task_space, impossible_task_space
+from harness.thresholds import INVARIANCES as LIMITS
+from harness.thresholds import STAGED
+
+Score = Callable[[float], float]
+
+
+def _quantised(reward: float) -> float:
+    return round(reward * LIMITS.score_quantum) / LIMITS.score_quantum
+
+
+def _mapped(score_range: tuple[float, float]) -> Score:
+    low, high = score_range
+    return lambda score: low + score * (high - low)
+
+
+class _Run:
+    """A run's task ids, the late completions a stale worker reported, its final `stats()`."""
+
+    def __init__(self, curriculum: Any, space: TaskSpace, *, score: Score = float,
+                 stale: Callable[[Any, list[int]], int] | None = None) -> None:
+        self.ids: list[int] = []
+        self.late = 0
+        for _ in range(LIMITS.episodes):
+            task = curriculum.get_task()
+            reward = _quantised(space.simulator.sample_task(space.task_index(task.env_cfg)))
+            curriculum.update_task_performance(task.task_id, score(reward))
+            self.ids.append(task.task_id)
+            if stale is not None:
+                self.late += stale(curriculum, self.ids)
+        self.stats = curriculum.stats()
+
+
+def _first_divergence(reference: list[int], other: list[int]) -> int | None:
+    return next((i for i, (a, b) in enumerate(zip(reference, other)) if a != b), None)
+
+
+def _assert_same_stream(reference: list[int], other: list[int], what: str, seed: int) -> None:
+    episode = _first_divergence(reference, other)
+    assert episode is None, (
+        f"{what}: the run diverged from the reference at episode {episode}: task {other[episode]} handed out "
+        f"where the reference handed out task {reference[episode]} (the same student, config and seed), seed {seed}")
+
+
+def _close(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool) or not isinstance(a, (int, float)) \
+            or not isinstance(b, (int, float)):
+        return a == b
+    return a == b or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def _mismatches(reference: Any, other: Any, image: Callable[[Any], Any] | None, path: str) -> list[str]:
+    """Where `other` differs from `reference` (or, with `image`, from its image too)."""
+    if isinstance(reference, Mapping) and isinstance(other, Mapping):
+        if set(reference) != set(other):
+            return [f"{path}: keys {sorted(map(str, reference))} in the reference, {sorted(map(str, other))} here"]
+        return [m for key in reference for m in _mismatches(reference[key], other[key], image, f"{path}[{key!r}]")]
+    if isinstance(reference, (list, tuple)) and isinstance(other, (list, tuple)) and len(reference) == len(other):
+        return [m for i, (a, b) in enumerate(zip(reference, other)) for m in _mismatches(a, b, image, f"{path}[{i}]")]
+    if _close(reference, other) or (image is not None and _close(image(reference), other)):
+        return []
+    return [f"{path}: {other!r} here, {reference!r} in the reference"]
+
+
+def _lp_config(generator: TaskGenerator, seed: int, **options: Any) -> CurriculumConfig:
+    options.setdefault("num_active_tasks", LIMITS.pool)
+    return CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(), seed=seed, **options)
+
+
+def _churn_config(generator: TaskGenerator, seed: int) -> CurriculumConfig:
+    return _lp_config(generator, seed, num_active_tasks=LIMITS.churn_pool,
+                      min_presentations=LIMITS.churn_min_presentations,
+                      eviction_percentile=LIMITS.churn_eviction_percentile)
+
+
+def _staged_config(seed: int, **options: Any) -> CurriculumConfig:
+    stages = [Stage(f"stage_{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {},
+                                                                             label=f"task_{i}", seed=seed)))
+              for i in range(STAGED.num_stages)]
+    algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=STAGED.advancement_threshold,
+                                        min_episodes=STAGED.min_episodes, window=STAGED.window,
+                                        regression_threshold=STAGED.regression_threshold)
+    return CurriculumConfig(algorithm=algorithm, num_active_tasks=STAGED.pool, seed=seed, **options)
+
+
+_SETUPS: dict[str, tuple[Callable[[int], TaskSpace], Callable[..., CurriculumConfig]]] = {
+    "learning_progress": (
+        lambda seed: impossible_task_space(num_learnable=5, num_impossible=5, mode="noise", seed=seed),
+        lambda space, seed, **options: _lp_config(space.generator, seed, **options)),
+    "staged": (
+        lambda seed: chain_task_space(num_tasks=STAGED.num_stages, seed=seed, forgetting_rate=STAGED.forgetting_rate),
+        lambda space, seed, **options: _staged_config(seed, **options)),
+}
+
+
+def _build(curriculum_factory: Callable[..., Any], config: CurriculumConfig, setup: str,
+           require_capability: Callable[[bool, str], None]) -> Any:
+    """The factory's curriculum; a factory refusing the config kind skips with its reason."""
+    try:
+        return curriculum_factory(config)
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"the {setup} run needs a {setup} curriculum; the factory refused the config: "
+                                  f"{type(error).__name__}: {error}")
+
+
+@pytest.mark.parametrize("setup", list(_SETUPS))
+def test_score_range_changes_nothing(curriculum_factory, require_capability, scenario_seed, setup) -> None:
+    """The same run with every score mapped into `LIMITS.score_range` (and the config saying
+    so) hands out the same tasks and reports the same numbers (a score statistic: mapped)."""
+    make_space, make_config = _SETUPS[setup]
+    space = make_space(scenario_seed)
+    reference = _Run(_build(curriculum_factory, make_config(space, scenario_seed), setup, require_capability), space)
+    score_range = LIMITS.score_range
+    space = make_space(scenario_seed)
+    mapped = _mapped(score_range)
+    run = _Run(curriculum_factory(make_config(space, scenario_seed, score_range=score_range)), space, score=mapped)
+    what = f"{setup}, every score s mapped to {score_range[0]} + s * {score_range[1] - score_range[0]} " \
+           f"(score_range={score_range})"
+    _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
+    differ = _mismatches(reference.stats, run.stats, lambda v: mapped(v) if isinstance(v, float) else v, "stats()")
+    assert not differ, f"{what}: stats() differ from the [0, 1] run's (and from their image), seed " \
+                       f"{scenario_seed}: " + "; ".join(differ[:5])
+
+
+# the same characters in reverse order: names keep their length and shape, and sorted order flips
+_REVERSED = str.maketrans("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ",
+                          "9876543210zyxwvutsrqponmlkjihgfedcbaZYXWVUTSRQPONMLKJIHGFEDCBA")
+
+
+def renamed(label: str) -> str:
+    """The name a label gets in the renamed run (sorted order of labels reversed)."""
+    return "r_" + label.translate(_REVERSED)
+
+
+class RenamedLabels(TaskGenerator):
+    """`generator` with every label renamed (`renamed`), the tasks unchanged."""
+
+    def __init__(self, generator: TaskGenerator) -> None:
+        self.generator = generator
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        env_cfg, label = self.generator.generate(task_id)
+        return env_cfg, renamed(label)
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "renamed_labels", "generator": self.generator.describe()}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(renamed(label) for label in self.generator.labels)
+
+
+def _renamed_keys(stats: Any, labels: set[str]) -> Any:
+    """`stats` with every label (a key, or the last part of a `prefix/label` key) renamed."""
+    if not isinstance(stats, Mapping):
+        return stats
+    out = {}
+    for key, value in stats.items():
+        if isinstance(key, str):
+            head, _, tail = key.rpartition("/")
+            if key in labels:
+                key = renamed(key)
+            elif head and tail in labels:
+                key = f"{head}/{renamed(tail)}"
+        out[key] = _renamed_keys(value, labels)
+    return out
+
+
+def test_label_names_change_nothing(curriculum_factory, scenario_seed) -> None:
+    """The chain with every label renamed (and their sorted order reversed) hands out the same
+    tasks, and reports the same numbers under the new names."""
+    space = chain_task_space(num_tasks=6, seed=scenario_seed)
+    reference = _Run(curriculum_factory(_lp_config(space.generator, scenario_seed)), space)
+    space = chain_task_space(num_tasks=6, seed=scenario_seed)
+    run = _Run(curriculum_factory(_lp_config(RenamedLabels(space.generator), scenario_seed)), space)
+    what = "6-task chain, every label renamed (task_0 -> r_gzhp_9, ...)"
+    _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
+    differ = _mismatches(_renamed_keys(reference.stats, set(space.learnable_labels)), run.stats, None, "stats()")
+    assert not differ, f"{what}: stats() differ from the reference's under the new names, seed {scenario_seed}: " \
+                       + "; ".join(differ[:5])
+
+
+def test_late_completions_change_nothing_but_the_late_count(curriculum_factory, require_capability,
+                                                            scenario_seed) -> None:
+    """A stale worker reports every task that left the pool `LIMITS.stale_reports` more times,
+    right after it left: each report is refused as late (False), and the run hands out the same
+    tasks and reports the same numbers as without them, but its late completions."""
+    make_space = lambda: impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)  # noqa: E731
+    space = make_space()
+    curriculum = curriculum_factory(_churn_config(space.generator, scenario_seed))
+    require_capability(callable(getattr(curriculum, "active_tasks", None)),
+                       "this curriculum has no `active_tasks()`, so a stale worker cannot tell which tasks left")
+    reference = _Run(curriculum, space)
+    verdicts: list[tuple[int, Any]] = []
+    held: set[int] = set()
+
+    def stale_worker(curriculum: Any, ids: list[int]) -> int:
+        held.add(ids[-1])
+        active = {task.task_id for task in curriculum.active_tasks()}
+        departed = sorted(held - active)
+        for task_id in departed:
+            held.discard(task_id)
+            for _ in range(LIMITS.stale_reports):
+                verdicts.append((task_id, curriculum.update_task_performance(task_id, 1.0)))
+        return len(departed) * LIMITS.stale_reports
+
+    space = make_space()
+    run = _Run(curriculum_factory(_churn_config(space.generator, scenario_seed)), space, stale=stale_worker)
+    departed = len(verdicts) // LIMITS.stale_reports
+    assert departed >= LIMITS.min_departed, (
+        f"only {departed} tasks left the pool in {LIMITS.episodes} episodes (at least {LIMITS.min_departed} "
+        f"needed for the late-completion relation to test anything), seed {scenario_seed}")
+    credited = [(task_id, verdict) for task_id, verdict in verdicts if verdict is not False]
+    assert not credited, (
+        f"completions of tasks that had left the pool were not refused as late: {credited[:5]} "
+        f"({len(credited)} of {len(verdicts)}), seed {scenario_seed}")
+    what = f"5 learnable + 45 impossible tasks, pool {LIMITS.churn_pool}, {len(verdicts)} late completions of {departed} departed tasks"
+    _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
+    expected = dict(reference.stats)
+    if "late_completions" in expected:
+        expected["late_completions"] += len(verdicts)
+    differ = _mismatches(expected, run.stats, None, "stats()")
+    assert not differ, f"{what}: stats() differ from the run without them (late_completions aside), seed " \
+                       f"{scenario_seed}: " + "; ".join(differ[:5])
