@@ -20,7 +20,9 @@ imported from `curriculum`), every number the curriculum and the stats pipeline 
   hand-out and every update, observes the pool after each call, and checks on the spot: a late
   completion only for a task that left the pool, per-task completion counts, mean and last
   scores against the credited updates, a new task starting from nothing (eviction
-  bookkeeping), ids never coming back, the stage against a replay of the staged-progression
+  bookkeeping), ids never coming back, the config's eviction rules (no task evicted before
+  `min_presentations` credited completions, none at all with `eviction_percentile` 0), the
+  stage against a replay of the staged-progression
   rule, and at every `stats()` call its totals, Gini coefficients, entropy and per-label
   numbers against the reference computed from the oracle's own counts and the pool it sees.
 - `verify(curriculum)` ends the run: unpaired records or reports, the order and values of the
@@ -651,6 +653,9 @@ class WatchedCurriculum:
         oracle = self.oracle
         if len(pool) != len(tasks):
             oracle.mismatch(f"the pool holds a task twice {when}: {[t.task_id for t in tasks]}")
+        size = getattr(getattr(self.inner, "config", None), "num_active_tasks", None)
+        if isinstance(size, int) and len(tasks) != size:
+            oracle.mismatch(f"the pool holds {len(tasks)} tasks {when}, the config's num_active_tasks={size}")
         returned = set(pool) & self.departed
         if returned:
             oracle.mismatch(f"tasks {sorted(returned)} left the pool and came back {when}")
@@ -658,11 +663,30 @@ class WatchedCurriculum:
             gone = set(self.pool) - set(pool)
             if gone and (self.staged is None or self.inner.stage == stage_before):
                 self.evictions += len(gone)
+                self._check_evictions(gone, when)
             self.departed |= gone
             for task_id in set(pool) - set(self.pool):
                 _check_task(oracle, pool[task_id], [], f"entering the pool {when}")  # a new task starts from nothing
         self.ever |= set(pool)
         self.pool = pool
+
+    def _check_evictions(self, evicted: set[Any], when: str) -> None:
+        """The config's eviction rules: no eviction with `eviction_percentile` 0, and none of a
+        task with fewer than `min_presentations` credited completions (counted here: skipped
+        when other processes record into a shared tracker)."""
+        config = getattr(self.inner, "config", None)
+        percentile = getattr(config, "eviction_percentile", None)
+        if percentile == 0:
+            self.oracle.mismatch(f"tasks {sorted(evicted)} were evicted {when} although eviction_percentile=0 "
+                                 "switches eviction off")
+        minimum = getattr(config, "min_presentations", None)
+        if minimum is None or getattr(self.inner, "is_shared", False):
+            return
+        early = {task_id: len(self.credited.get(task_id, ())) for task_id in sorted(evicted)}
+        early = {task_id: count for task_id, count in early.items() if count < minimum}
+        if early:
+            self.oracle.mismatch(f"tasks were evicted {when} before min_presentations={minimum} credited "
+                                 f"completions (task: completions): {early}")
 
     def _check_stats(self, stats: Mapping[str, Any], where: str) -> None:
         oracle = self.oracle

@@ -316,6 +316,16 @@ def _draws_one_slot_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Curriculum, "_refresh", shifted)
 
 
+def _min_presentations_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    init = Curriculum.__init__
+
+    def ignoring(self: Curriculum, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._min_presentations = 1  # bug: the config's min_presentations never reaches the eviction rule
+
+    monkeypatch.setattr(Curriculum, "__init__", ignoring)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -334,6 +344,7 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "time-limit truncation treated as desync": (_time_limit_as_desync, "time-limit", "not recorded as a completion"),
     "stage advances one completion late": (_advance_one_late, "staged", "stage after update"),
     "draws one slot off the reported distribution": (_draws_one_slot_off, "lp-direct", "chi-square"),
+    "min_presentations ignored": (_min_presentations_ignored, "lp-direct", "before min_presentations=10"),
 }
 
 
