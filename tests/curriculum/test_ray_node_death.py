@@ -36,6 +36,7 @@ def cluster() -> Iterator[tuple[Any, Any]]:
     """A head node (the driver, the service, a surviving worker) and a node to kill."""
     if ray.is_initialized():
         ray.shutdown()
+    address = os.environ.get("RAY_ADDRESS")  # Cluster points it at itself; later ray.init() calls must not follow
     path = os.pathsep.join([str(HERE), str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])
     nodes = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
     doomed = nodes.add_node(num_cpus=1, resources={DOOMED: 1})
@@ -46,6 +47,10 @@ def cluster() -> Iterator[tuple[Any, Any]]:
     finally:
         ray.shutdown()
         nodes.shutdown()
+        if address is None:
+            os.environ.pop("RAY_ADDRESS", None)
+        else:
+            os.environ["RAY_ADDRESS"] = address
 
 
 @ray.remote(num_cpus=0)
