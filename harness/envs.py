@@ -61,6 +61,7 @@ __all__ = [
     "DONE_FLAG_MODES",
     "TaskDependencyEnv",
     "ExactAccountingEnv",
+    "GymExactAccountingEnv",
     "ResourceChainEnv",
 ]
 
@@ -448,6 +449,38 @@ class ExactAccountingEnv(_HarnessEnv):
         if end == ENDED_DESYNC:
             info["exact_accounting"]["truncated_by_desync"] = True
         return self.observations, self.rewards, self.terminals, self.truncations, [info]
+
+
+class GymExactAccountingEnv(gymnasium.Env):
+    """`ExactAccountingEnv` (one agent) as a gymnasium env, for `GymCurriculumEnv`.
+
+    Same settings, dynamics, observation (`[length, reward, step]`) and `EpisodeRecord`; the
+    info of the last step is one dict (a desync cut carries `truncated_by_desync`), the
+    action is ignored. `set_env_config` applies at the next `reset()`, as for the PufferEnv.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(self, *, reward_per_step: float = 1.0, episode_length: int = 10, end: str = ENDED_TERMINAL,
+                 seed: int | None = 0) -> None:
+        self.inner = ExactAccountingEnv(reward_per_step=reward_per_step, episode_length=episode_length, end=end,
+                                        seed=seed)
+        self.observation_space = self.inner.single_observation_space
+        self.action_space = _ACTION_SPACE
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        """Validate `env_cfg` now and apply it at the next `reset()`."""
+        self.inner.set_env_config(env_cfg)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        super().reset(seed=seed)
+        observations, _ = self.inner.reset()
+        return observations[0].copy(), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        observations, rewards, terminals, truncations, infos = self.inner.step(np.zeros(1, dtype=np.int32))
+        info = infos[0] if infos else {}
+        return observations[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), info
 
 
 class ResourceChainEnv(_HarnessEnv):

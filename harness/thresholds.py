@@ -368,7 +368,7 @@ class InvarianceLimits:
     """Late completions a stale worker reports for every task that left the pool."""
     min_departed: int = 10
     """Tasks that must leave the pool in the late-completion run (else it tests nothing; seeds
-    0-19 of the built-in: 25-70)."""
+    0-19 of the built-in: 26-61)."""
     churn_pool: int = 16
     """The late-completion run's pool, `min_presentations` and `eviction_percentile`: a pool
     that keeps evicting, so tasks keep leaving it."""

@@ -3,14 +3,17 @@ step to its last, the first episode included (seeds/004, "CurriculumEnv Config T
 
 The exact-accounting env reports the config it is running in every observation, so an episode
 that starts on the previous task's config, or whose config changes mid-episode, is visible.
+The same holds through the gymnasium wrapper (`GymCurriculumEnv`, what stable-baselines3 and
+other gymnasium trainers use), with terminal ends, time-limit truncations and desync cuts,
+under the accounting oracle.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, UniformConfig
-from harness.envs import ExactAccountingEnv
+from curriculum import BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, UniformConfig
+from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.thresholds import ENV_WRAPPER as LIMITS
 
@@ -68,3 +71,35 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
         )
     watcher.verify()
     golden({"episodes": len(episodes), "first_configs": [e[0] for e in episodes[:8]]})
+
+
+def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factory, scenario_seed, oracle) -> None:
+    """`GymCurriculumEnv` over a gymnasium env: each episode runs its own task's config from its
+    first step, full episodes and time-limit truncations are recorded once, desync cuts never,
+    and every number it reports matches the oracle's recomputation."""
+    generator = LabelledTaskGenerator(BucketedTaskGenerator(
+        {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0], "end": ["terminal", "truncated", "desync"]},
+        label="exact", seed=scenario_seed))
+    watcher = oracle(score_fn=_score, context="GymCurriculumEnv")
+    curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
+        task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))))
+    env = GymCurriculumEnv(GymExactAccountingEnv(seed=scenario_seed), curriculum, seed=scenario_seed,
+                           score_fn=_score, stats_interval=7)
+    ran = []
+    for index in range(LIMITS.episodes):
+        obs, info = env.reset(seed=scenario_seed if index == 0 else None)
+        watcher.observe(info)
+        configs = set()
+        done = False
+        while not done:
+            configs.add((float(obs[0]), float(obs[1])))
+            obs, _, terminated, truncated, info = env.step(0)
+            watcher.observe(info)
+            done = terminated or truncated
+        ran.append(sorted(configs))
+    for index, (configs, task) in enumerate(zip(ran, curriculum.tasks)):
+        expected = (float(task.env_cfg["episode_length"]), float(task.env_cfg["reward_per_step"]))
+        assert configs == [expected], (
+            f"GymCurriculumEnv: episode {index} was handed task {task.task_id} with config {expected} "
+            f"(episode_length, reward_per_step) but ran {configs}, seed {scenario_seed}")
+    watcher.verify()
