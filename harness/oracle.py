@@ -22,7 +22,8 @@ imported from `curriculum`), every number the curriculum and the stats pipeline 
   scores against the credited updates, a new task starting from nothing (eviction
   bookkeeping), ids never coming back, the config's eviction rules (no task evicted before
   `min_presentations` credited completions, none at all with `eviction_percentile` 0), the
-  stage against a replay of the staged-progression
+  pool's size (`num_active_tasks`) and its `previous_stage_mix` share of previous-stage tasks,
+  the stage against a replay of the staged-progression
   rule, and at every `stats()` call its totals, Gini coefficients, entropy and per-label
   numbers against the reference computed from the oracle's own counts and the pool it sees.
 - `verify(curriculum)` ends the run: unpaired records or reports, the order and values of the
@@ -667,8 +668,27 @@ class WatchedCurriculum:
             self.departed |= gone
             for task_id in set(pool) - set(self.pool):
                 _check_task(oracle, pool[task_id], [], f"entering the pool {when}")  # a new task starts from nothing
+        if self.staged is not None:
+            self._check_stage_pool(tasks, when)
         self.ever |= set(pool)
         self.pool = pool
+
+    def _check_stage_pool(self, tasks: list[Any], when: str) -> None:
+        """Staged progression's pool: round(`previous_stage_mix` * pool) tasks of the previous
+        stage (at most all but one slot; none at stage 0), the others of the current stage."""
+        config = getattr(self.inner, "config", None)
+        mix = getattr(getattr(config, "algorithm", None), "previous_stage_mix", None)
+        stage = self.inner.stage
+        if mix is None or not isinstance(stage, int):
+            return
+        size = len(tasks)
+        previous = min(int(round(mix * size)), size - 1) if stage > 0 else 0
+        stages = [self.staged.stage_of_label.get(getattr(task, "label", None)) for task in tasks]
+        found = (stages.count(stage - 1) if stage > 0 else 0, stages.count(stage))
+        if found != (previous, size - previous):
+            self.oracle.mismatch(
+                f"the pool {when} holds {found[0]} task(s) of stage {stage - 1} and {found[1]} of stage {stage} "
+                f"(stage {stage}, previous_stage_mix={mix}, pool {size}): expected {previous} and {size - previous}")
 
     def _check_evictions(self, evicted: set[Any], when: str) -> None:
         """The config's eviction rules: no eviction with `eviction_percentile` 0, and none of a

@@ -111,13 +111,14 @@ def exact_env_run(oracle: AccountingOracle, *, env_kwargs: dict[str, Any], bucke
             raw.clear()
 
 
-def staged_direct_run(oracle: AccountingOracle) -> None:
-    """Staged progression over a 4-task chain, with regression, through the direct runner."""
+def staged_direct_run(oracle: AccountingOracle, *, mix: float = 0.0) -> None:
+    """Staged progression over a 4-task chain, with regression, through the direct runner
+    (`mix`: the share of the pool given to the previous stage's tasks)."""
     space = chain_task_space(num_tasks=4, seed=5)
     stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}")))
               for i in range(4)]
     algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=0.5, min_episodes=20, window=10,
-                                        regression_threshold=0.3)
+                                        regression_threshold=0.3, previous_stage_mix=mix)
     config = CurriculumConfig(algorithm=algorithm, num_active_tasks=4, seed=5)
     run_direct(Curriculum(config), space, episodes=1200, epoch_length=200, oracle=oracle)
 
@@ -142,6 +143,7 @@ RUNS: dict[str, Callable[[AccountingOracle], None]] = {
     "multi-agent": lambda oracle: exact_env_run(oracle, **MULTI_AGENT),
     "time-limit": lambda oracle: exact_env_run(oracle, **TIME_LIMIT),
     "staged": staged_direct_run,
+    "staged-mixed": lambda oracle: staged_direct_run(oracle, mix=0.5),
 }
 
 
@@ -326,6 +328,18 @@ def _min_presentations_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Curriculum, "__init__", ignoring)
 
 
+def _previous_stage_mix_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    from curriculum.algorithms.staged import StagedProgressionAlgorithm
+
+    init = StagedProgressionAlgorithm.__init__
+
+    def unmixed(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._mixed_slots = 0  # bug: the config's previous_stage_mix never reaches the pool
+
+    monkeypatch.setattr(StagedProgressionAlgorithm, "__init__", unmixed)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -345,6 +359,7 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "stage advances one completion late": (_advance_one_late, "staged", "stage after update"),
     "draws one slot off the reported distribution": (_draws_one_slot_off, "lp-direct", "chi-square"),
     "min_presentations ignored": (_min_presentations_ignored, "lp-direct", "before min_presentations=10"),
+    "previous_stage_mix ignored": (_previous_stage_mix_ignored, "staged-mixed", "previous_stage_mix=0.5"),
 }
 
 
