@@ -4,9 +4,10 @@ Bug class: a wrapper that scores one agent for all, sums where it should average
 episode when the first agent is done, or never sees the end when agents finish at different
 steps and report it once (a done flag set for that one step only). Three agents earn known,
 different rewards and end at different steps (`ExactAccountingEnv`), holding their done flag
-or pulsing it once, through one env, pufferlib Serial and Multiprocessing (synchronous, and in
-asynchronous batches of half the workers) with shared and centralized tracking. Every episode must be recorded exactly once with the mean of the three
-returns; the accounting oracle checks each one and every reported number.
+or pulsing it once, through one env, pufferlib Serial and Multiprocessing with shared and
+centralized tracking (and, centralized, in asynchronous batches of half the workers). Every
+episode must be recorded exactly once with the mean of the three returns; the accounting oracle
+checks each one and every reported number.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from harness.episodes import LabelledTaskGenerator
 from harness.thresholds import MULTI_AGENT as LIMITS
 
 DESIGNS = [("single", None), ("Serial", "shared"), ("Serial", "centralized"), ("Multiprocessing", "shared"),
-           ("Multiprocessing", "centralized"), ("Multiprocessing-async", "shared"),
-           ("Multiprocessing-async", "centralized")]
+           ("Multiprocessing", "centralized"), ("Multiprocessing-async", "centralized")]
 """(backend, tracking); `-async`: four worker processes stepped two at a time (pufferlib's
-asynchronous batches: each step returns whichever two workers finished first)."""
+asynchronous batches: each step returns whichever two workers finished first). Not with shared
+tracking: there a worker records an episode as it ends, while its batch may still be in flight
+when the run stops, and pufferlib's asynchronous API cannot receive it without stepping another
+batch, so the episodes the main process saw cannot be counted exactly."""
 
 
 def agent_config(seed: int) -> CurriculumConfig:
