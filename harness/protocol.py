@@ -489,10 +489,11 @@ SUITES: Final[dict[str, Suite]] = {s.name: s for s in (
                                 "checks run without it)",
                 "task_scores": "per-completion LP read from task_scores() by pool position (else per label "
                                "from stats())"}),
-    Suite("checkpoint_resume", ("learning_progress",),
+    Suite("checkpoint_resume", ("learning_progress", "staged"),
           requires={"checkpoint": "replays a run from a checkpoint taken halfway and compares it with the "
                                   "uninterrupted run"},
-          uses={"per_label_lp": "compared between the resumed and the uninterrupted run"}),
+          uses={"per_label_lp": "compared between the resumed and the uninterrupted run",
+                "staged_config": "the staged-progression checkpoint (stage, its episode count and score window)"}),
     Suite("config_at_reset", ("uniform",),
           requires={"uniform_config": "runs a uniform curriculum over fixed-length tasks",
                     "env_wrapper": "the env wrapper under test runs every episode"}),

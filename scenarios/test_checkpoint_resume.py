@@ -7,13 +7,21 @@ statistics, so a resumed run quietly diverges from what training would have done
 from __future__ import annotations
 
 import json
+from typing import Any
 
-import pytest
-
-from curriculum import CurriculumConfig, LearningProgressConfig
+from curriculum import (
+    BucketedTaskGenerator,
+    CurriculumConfig,
+    CurriculumConfigError,
+    LearningProgressConfig,
+    Stage,
+    StagedProgressionConfig,
+)
+from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
-from harness.task_spaces import impossible_task_space
+from harness.task_spaces import chain_task_space, impossible_task_space
 from harness.thresholds import CHECKPOINT as LIMITS
+from harness.thresholds import STAGED
 
 
 def _play(curriculum, simulator, episodes: int) -> list[tuple[int, float]]:
@@ -26,22 +34,23 @@ def _play(curriculum, simulator, episodes: int) -> list[tuple[int, float]]:
     return trace
 
 
-def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capability, scenario_seed, golden,
-                                               oracle) -> None:
-    def config(space):
-        return CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
-                                num_active_tasks=32, seed=scenario_seed)
-
-    space_a = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
-    original = curriculum_factory(config(space_a))
+def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle, make_space, config,
+                  what: str) -> tuple[Any, Any, list[tuple[int, float]]]:
+    """Run `make_space()` uninterrupted and again through a checkpoint (JSON) halfway; the
+    first divergence is named. Returns the two final curricula and the resumed half's trace."""
+    space_a = make_space()
+    try:
+        original = curriculum_factory(config(space_a))
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"{what}: the factory refused the config: {type(error).__name__}: {error}")
     lacking = missing_capabilities(original, ("get_state", "load_state"))
     require_capability(not lacking, f"checkpoint/resume needs {lacking}")
     total = LIMITS.episodes_before + LIMITS.episodes_after
-    watcher = oracle(context="uninterrupted run")
+    watcher = oracle(context=f"{what}, uninterrupted run")
     uninterrupted = _play(watcher.watch(original), space_a.simulator, total)
     watcher.verify()
 
-    space_b = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
+    space_b = make_space()
     first = curriculum_factory(config(space_b))
     before = _play(first, space_b.simulator, LIMITS.episodes_before)
     saved = json.loads(json.dumps(first.get_state()))  # a checkpoint goes through a file
@@ -51,15 +60,56 @@ def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capab
 
     diverged = next((i for i, (a, b) in enumerate(zip(uninterrupted, before + after)) if a != b), None)
     assert diverged is None, (
-        f"resumed run diverged from the uninterrupted one at episode {diverged} "
+        f"{what}: resumed run diverged from the uninterrupted one at episode {diverged} "
         f"({LIMITS.episodes_before} before the checkpoint): task {(before + after)[diverged][0]} instead of "
         f"{uninterrupted[diverged][0]}, seed {scenario_seed}"
     )
+    return original, resumed, after
+
+
+def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capability, scenario_seed, golden,
+                                               oracle) -> None:
+    def config(space):
+        return CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                                num_active_tasks=32, seed=scenario_seed)
+
+    original, resumed, after = _resume_check(
+        curriculum_factory, require_capability, scenario_seed, oracle,
+        lambda: impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed), config,
+        "learning progress")
     final_original, final_resumed = original.stats(), resumed.stats()
     lp_resumed, lp_original = final_resumed.get("per_label_lp_scores"), final_original.get("per_label_lp_scores")
     assert lp_resumed == lp_original, (
         f"per-label LP after resuming {lp_resumed} differs from the uninterrupted run {lp_original}, "
         f"seed {scenario_seed}"
     )
-    golden({"episodes": total, "final_per_label_lp_scores": lp_resumed,
+    golden({"episodes": LIMITS.episodes_before + LIMITS.episodes_after, "final_per_label_lp_scores": lp_resumed,
             "last_task_ids": [task_id for task_id, _ in after[-10:]]})
+
+
+_STAGE_KEYS = ("stage", "stage_changes", "stage_episodes", "advancements", "regressions", "stage_window_mean")
+
+
+def test_resumed_staged_run_matches_uninterrupted_run(curriculum_factory, require_capability,
+                                                      scenario_seed, oracle) -> None:
+    """Staged progression on a forgetting chain (advances and falls back): a checkpoint taken
+    mid-stage must carry the stage, its episode count and its score window."""
+    def config(space):
+        stages = [Stage(f"stage_{i}", LabelledTaskGenerator(BucketedTaskGenerator(
+            {"task_index": i}, {}, label=f"task_{i}", seed=scenario_seed))) for i in range(STAGED.num_stages)]
+        algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=STAGED.advancement_threshold,
+                                            min_episodes=STAGED.min_episodes, window=STAGED.window,
+                                            regression_threshold=STAGED.regression_threshold,
+                                            previous_stage_mix=STAGED.previous_stage_mix)
+        return CurriculumConfig(algorithm=algorithm, num_active_tasks=STAGED.pool, seed=scenario_seed)
+
+    original, resumed, _ = _resume_check(
+        curriculum_factory, require_capability, scenario_seed, oracle,
+        lambda: chain_task_space(num_tasks=STAGED.num_stages, seed=scenario_seed,
+                                 forgetting_rate=STAGED.forgetting_rate),
+        config, "staged progression")
+    final_original, final_resumed = original.stats(), resumed.stats()
+    differ = {key: (final_original.get(key), final_resumed.get(key)) for key in _STAGE_KEYS
+              if final_original.get(key) != final_resumed.get(key)}
+    assert not differ, (f"staged progression: stage numbers after resuming differ from the uninterrupted run "
+                        f"(uninterrupted, resumed): {differ}, seed {scenario_seed}")
