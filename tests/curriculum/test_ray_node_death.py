@@ -47,10 +47,22 @@ def cluster() -> Iterator[tuple[Any, Any]]:
     finally:
         ray.shutdown()
         nodes.shutdown()
+        _wait_until_no_local_cluster()
         if address is None:
             os.environ.pop("RAY_ADDRESS", None)
         else:
             os.environ["RAY_ADDRESS"] = address
+
+
+def _wait_until_no_local_cluster(timeout: float = 30.0) -> None:
+    """Until this cluster's processes are gone: `ray.init()` with no address joins any local
+    cluster it finds running (and refuses `num_cpus=` then), so the next module's own cluster
+    must not find this one."""
+    from ray._private.services import find_gcs_addresses
+
+    deadline = time.monotonic() + timeout
+    while find_gcs_addresses() and time.monotonic() < deadline:
+        time.sleep(0.2)
 
 
 @ray.remote(num_cpus=0)

@@ -57,7 +57,17 @@ KILLS = {
 
 
 def _leftovers(names: list[str]) -> list[str]:
-    return [f for n in names for f in (n, f"{n}.lock") if os.path.exists(os.path.join(SEGMENT_DIR, f))]
+    """Files of these segments still in /dev/shm that this user created (the attack test, run
+    beside this one, plants files under the same names as another user: not a leak)."""
+    found = []
+    for f in (f for n in names for f in (n, f"{n}.lock")):
+        try:
+            owner = os.stat(os.path.join(SEGMENT_DIR, f), follow_symlinks=False).st_uid
+        except FileNotFoundError:
+            continue
+        if owner == os.getuid():
+            found.append(f)
+    return found
 
 
 def _wait_until_session_is_gone(session: int, timeout: float = 30.0) -> None:

@@ -21,13 +21,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: scenario module -> the optional dependency without which the whole module skips (so it cannot fail)
 NEEDS = {"test_ray_service": "ray"}
+#: scenario module -> the xdist group its canary run joins: a Ray suite starts a local cluster,
+#: and `ray.init()` joins any local cluster it finds running, so one cluster at a time
+GROUPS = {"test_ray_service": "ray"}
 
 
 def _case(module: str, option: str, spec: str) -> object:
     needed = NEEDS.get(module)
     missing = needed is not None and importlib.util.find_spec(needed) is None
-    return pytest.param(module, option, spec, marks=pytest.mark.skipif(
-        missing, reason=f"{module} skips without {needed} (make ray installs the [ray] extra)"))
+    marks = [pytest.mark.skipif(missing, reason=f"{module} skips without {needed} (make ray installs the [ray] extra)")]
+    if module in GROUPS:
+        marks.append(pytest.mark.xdist_group(GROUPS[module]))
+    return pytest.param(module, option, spec, marks=marks)
 
 
 @pytest.mark.parametrize(("module", "option", "spec"),
