@@ -9,19 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from curriculum import (
-    BucketedTaskGenerator,
-    CurriculumConfig,
-    CurriculumConfigError,
-    LearningProgressConfig,
-    Stage,
-    StagedProgressionConfig,
-)
-from harness.episodes import LabelledTaskGenerator
+from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig
 from harness.protocol import missing_capabilities
-from harness.task_spaces import chain_task_space, impossible_task_space
+from harness.task_spaces import impossible_task_space
 from harness.thresholds import CHECKPOINT as LIMITS
 from harness.thresholds import STAGED
+
+from .test_staged_progression import staged_config, staged_space
 
 
 def _play(curriculum, simulator, episodes: int) -> list[tuple[int, float]]:
@@ -94,20 +88,9 @@ def test_resumed_staged_run_matches_uninterrupted_run(curriculum_factory, requir
                                                       scenario_seed, oracle) -> None:
     """Staged progression on a forgetting chain (advances and falls back): a checkpoint taken
     mid-stage must carry the stage, its episode count and its score window."""
-    def config(space):
-        stages = [Stage(f"stage_{i}", LabelledTaskGenerator(BucketedTaskGenerator(
-            {"task_index": i}, {}, label=f"task_{i}", seed=scenario_seed))) for i in range(STAGED.num_stages)]
-        algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=STAGED.advancement_threshold,
-                                            min_episodes=STAGED.min_episodes, window=STAGED.window,
-                                            regression_threshold=STAGED.regression_threshold,
-                                            previous_stage_mix=STAGED.previous_stage_mix)
-        return CurriculumConfig(algorithm=algorithm, num_active_tasks=STAGED.pool, seed=scenario_seed)
-
     original, resumed, _ = _resume_check(
-        curriculum_factory, require_capability, scenario_seed, oracle,
-        lambda: chain_task_space(num_tasks=STAGED.num_stages, seed=scenario_seed,
-                                 forgetting_rate=STAGED.forgetting_rate),
-        config, "staged progression")
+        curriculum_factory, require_capability, scenario_seed, oracle, lambda: staged_space(scenario_seed),
+        lambda space: staged_config(scenario_seed, STAGED.previous_stage_mix), "staged progression")
     final_original, final_resumed = original.stats(), resumed.stats()
     differ = {key: (final_original.get(key), final_resumed.get(key)) for key in _STAGE_KEYS
               if final_original.get(key) != final_resumed.get(key)}

@@ -24,25 +24,18 @@ statistic, its image in the other range).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import pytest
 
-from curriculum import (
-    BucketedTaskGenerator,
-    CurriculumConfig,
-    CurriculumConfigError,
-    LearningProgressConfig,
-    Stage,
-    StagedProgressionConfig,
-    TaskGenerator,
-)
-from harness.episodes import LabelledTaskGenerator
+from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig, TaskGenerator
 from harness.task_spaces import TaskSpace, chain_task_space, impossible_task_space
 from harness.thresholds import INVARIANCES as LIMITS
-from harness.thresholds import STAGED
+
+from .test_staged_progression import staged_config, staged_space
 
 Score = Callable[[float], float]
 
@@ -115,23 +108,13 @@ def _churn_config(generator: TaskGenerator, seed: int) -> CurriculumConfig:
                       eviction_percentile=LIMITS.churn_eviction_percentile)
 
 
-def _staged_config(seed: int, **options: Any) -> CurriculumConfig:
-    stages = [Stage(f"stage_{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {},
-                                                                             label=f"task_{i}", seed=seed)))
-              for i in range(STAGED.num_stages)]
-    algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=STAGED.advancement_threshold,
-                                        min_episodes=STAGED.min_episodes, window=STAGED.window,
-                                        regression_threshold=STAGED.regression_threshold)
-    return CurriculumConfig(algorithm=algorithm, num_active_tasks=STAGED.pool, seed=seed, **options)
-
-
 _SETUPS: dict[str, tuple[Callable[[int], TaskSpace], Callable[..., CurriculumConfig]]] = {
     "learning_progress": (
         lambda seed: impossible_task_space(num_learnable=5, num_impossible=5, mode="noise", seed=seed),
         lambda space, seed, **options: _lp_config(space.generator, seed, **options)),
     "staged": (
-        lambda seed: chain_task_space(num_tasks=STAGED.num_stages, seed=seed, forgetting_rate=STAGED.forgetting_rate),
-        lambda space, seed, **options: _staged_config(seed, **options)),
+        staged_space,
+        lambda space, seed, **options: dataclasses.replace(staged_config(seed), **options)),
 }
 
 
