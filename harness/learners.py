@@ -64,7 +64,7 @@ class LearnerLimits:
     Ratios compare learning progress with uniform sampling on the same family and seed.
     """
 
-    seeds: int = 5
+    seeds: int = 10
     """Seeds per family (run seeds 0 .. seeds-1 at base seed 0)."""
     max_steps: int = 100_000
     """Environment steps per run at most (about 15-30 s of PPO on one core)."""

@@ -320,6 +320,17 @@ def test_admission_passes_over_a_configuration_remembered_as_stagnant() -> None:
     assert algorithm.cold_weights()[0] == 1.0  # a configuration not seen before starts cold
 
 
+@pytest.mark.parametrize(("third_candidate", "admitted"), [(3, 6), (2, 3)])
+def test_admission_prefers_a_configuration_the_pool_does_not_hold(third_candidate: int, admitted: int) -> None:
+    # slot 0 of a pool of 3 sees ids 3, 6, 9: lengths 2 (held by slot 2), then `third_candidate`
+    table = [("corridor", {"length": length}) for length in (1, 1, 2, 2, 9, 9, third_candidate, 9, 9)]
+    algorithm, tracker = _algorithm(3, TableGenerator(table), admission_candidates=2)
+    for slot in range(3):
+        _complete(algorithm, tracker, slot, MASTERED)
+    assert _evict(algorithm, tracker, 0) == admitted  # a length not in the pool, else the first useful one
+    assert algorithm.stats()["lp_admissions_skipped"] == (admitted == 6)  # the held length 2 passed over
+
+
 def test_admission_falls_back_to_the_first_candidate_when_all_are_stagnant() -> None:
     generator = TableGenerator([("corridor", {"length": 9})])
     algorithm, tracker = _algorithm(2, generator, admission_candidates=3)
