@@ -90,9 +90,10 @@ tasks; else uniformly.
 All of it lives in tracker arrays (`extra_layout`): per-slot statistics (one row of
 `STATE_FIELDS` per slot, so a completion reads and writes them in one call each), the
 configuration memory, the label table and the counters are shared across processes and
-checkpointed with the tracker. `record` and `replacement_task_id` run under the tracker lock and are O(1) (the latter
-generates at most `admission_candidates` configurations, and only when a task is evicted;
-`record` scans the pool only when a task's level first reaches `max_baseline`); `scores`,
+checkpointed with the tracker. `record` runs under the tracker lock and is O(1) (it scans the
+pool only when a task's level first reaches `max_baseline`); `replacement_task_id`, only when a
+task is evicted, generates at most `admission_candidates` configurations and compares each
+qualifying one with the pool's keys (one vectorised O(pool) pass per candidate); `scores`,
 `probabilities` and `eviction_candidates` are vectorised over the pool and run once per
 refresh.
 """
