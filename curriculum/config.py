@@ -86,6 +86,11 @@ class UniformConfig(AlgorithmConfig):
     name = "uniform"
 
 
+MIN_EMA_TIMESCALE = 1e-6
+"""Slowest fast-EMA rate `LearningProgressConfig` accepts: retries and proofs last 1 / rate
+completions, which must stay a countable number."""
+
+
 @dataclass
 class LearningProgressConfig(AlgorithmConfig):
     """Bidirectional learning progress over baseline-normalised scores, with a revisit budget
@@ -136,6 +141,8 @@ class LearningProgressConfig(AlgorithmConfig):
 
     def __post_init__(self) -> None:
         _fraction("ema_timescale", self.ema_timescale, closed_low=False, closed_high=False)
+        _require(self.ema_timescale >= MIN_EMA_TIMESCALE, "ema_timescale",
+                 f"at least {MIN_EMA_TIMESCALE} (an EMA over at most a million completions)", self.ema_timescale)
         _fraction("slow_timescale_factor", self.slow_timescale_factor, closed_low=False, closed_high=False)
         _fraction("exploration", self.exploration, closed_high=False)
         _fraction("cold_exploration", self.cold_exploration, closed_high=False)

@@ -55,6 +55,8 @@ BAD_LP = [
     ({"ema_timescale": 0.0}, "Expected `ema_timescale` to be a number in (0, 1), received 0.0"),
     ({"ema_timescale": 1.0}, "Expected `ema_timescale` to be a number in (0, 1), received 1.0"),
     ({"ema_timescale": float("nan")}, "Expected `ema_timescale` to be a number in (0, 1), received nan"),
+    ({"ema_timescale": 5e-324}, "Expected `ema_timescale` to be at least 1e-06 (an EMA over at most a million "
+                                "completions), received 5e-324"),
     ({"slow_timescale_factor": 1}, "Expected `slow_timescale_factor` to be a number in (0, 1), received 1"),
     ({"exploration": 1.0}, "Expected `exploration` to be a number in [0, 1), received 1.0"),
     ({"exploration": -0.1}, "Expected `exploration` to be a number in [0, 1), received -0.1"),
