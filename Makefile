@@ -53,7 +53,7 @@ bench: $(STAMP)
 	$(BIN)/pytest benchmarks/ -p no:xdist --benchmark-only $(ARGS)
 
 ## The real-learner tier: PPO through GymCurriculumEnv, learning progress vs uniform over
-## 10 seeds per task family (not part of the gate; ~8 min on 2 busy cores, runs at nice 10).
+## 10 seeds per task family (not part of the gate; ~4 min on 2 idle cores, runs at nice 10).
 learners: $(LEARNERS_STAMP)
 	nice -n 10 $(BIN)/pytest scenarios/learners/ --gate-learners -n 2 --dist loadgroup $(ARGS)
 
