@@ -123,6 +123,10 @@ class LearningProgressConfig(AlgorithmConfig):
     noise_z: float = 2.0
     """LP counts only the |fast - slow| gap beyond this many standard deviations of the gap
     that pure noise would produce; tasks whose score only moves as noise get LP ~ 0."""
+    frontier_z: float = 3.0
+    """A never-learned task without LP is on the frontier (partly learned, improving too slowly
+    for LP to show it) when its slow EMA lies this many standard errors above its baseline;
+    when no task has LP, the frontier gets the rest of the mass before learned tasks do."""
     max_baseline: float = 0.75
     """The baseline (warm-up mean score) is capped here so normalisation never divides by ~0;
     a task scoring at least this much counts as learned."""
@@ -153,6 +157,8 @@ class LearningProgressConfig(AlgorithmConfig):
         _require(_is_int(self.min_samples_for_lp) and self.min_samples_for_lp >= 1,
                  "min_samples_for_lp", "an integer >= 1", self.min_samples_for_lp)
         _require(_is_real(self.noise_z) and self.noise_z >= 0, "noise_z", "a finite number >= 0", self.noise_z)
+        _require(_is_real(self.frontier_z) and self.frontier_z >= 0, "frontier_z", "a finite number >= 0",
+                 self.frontier_z)
         _fraction("max_baseline", self.max_baseline, closed_high=False)
         _fraction("mastered_gain", self.mastered_gain, closed_low=False)
         _require(_is_int(self.config_memory) and 0 <= self.config_memory <= 10_000_000, "config_memory",

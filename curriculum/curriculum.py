@@ -646,6 +646,7 @@ def _algorithm_value_bounds(config: CurriculumConfig) -> dict[str, tuple[float, 
         width = 1.0 - lowest
         signal = (lowest, 1.0)  # fast, slow, last and peak; raw warm-up scores in [0, 1] too
         fields = {"fast": signal, "slow": signal, "var": (0.0, width * width), "baseline": (0.0, cap),
+                  "base_var": (0.0, width * width),
                   "last": signal, "peak": signal}
         return {f"{array}[{field}]": bounds for array in ("lp_state", "lp_memory") for field, bounds in fields.items()}
     if isinstance(algorithm, StagedProgressionConfig):

@@ -73,10 +73,24 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
    crosses `max_baseline`), every label is owed one fast-EMA timescale (1 / a_f completions)
    of samples of its stagnant never-learned tasks, paid from the `retry` budget (a label
    rather than every configuration: a mostly-impossible space has many), and the memory's
-   stagnant verdicts are dropped, so admission offers those configurations again. When no task has LP,
-   the rest of the mass goes to learned tasks and to stagnant ones not yet proven (fewer than
-   warm-up + 1 / a_f completions). Once everything learnable is mastered nothing crosses any
-   more, and impossible tasks are left with the exploration floor.
+   stagnant verdicts are dropped, so admission offers those configurations again. When no
+   task has LP, the rest of the mass goes to learned tasks and to stagnant ones not yet proven
+   (fewer than warm-up + 1 / a_f completions), unless a task is on the frontier (6). Once
+   everything learnable is mastered nothing crosses any more, and impossible tasks are left
+   with the exploration floor.
+6. The frontier. A task the student is learning slowly looks stagnant too: in a PPO run on a
+   crafting chain, the deepest chain paid its intermediate products (normalised level 0.15-0.25
+   against a warm-up baseline near 0) while the heart came too rarely for the fast and slow EMAs
+   to part beyond the noise band; it got the exploration floor (0.5%) for a third of the run,
+   while the rest of the mass went to mastered chains, and its level stood still because it was
+   not practised. A never-learned task without LP is on the frontier when its slow EMA is at
+   least half of `mastered_gain` and `frontier_z` standard errors above its baseline, counting
+   the error of the slow EMA (from the noise variance) and of the baseline (from the warm-up's
+   own variance, `base_var`, inflated for the few samples it rests on; the current variance
+   would not do: a task that starts to succeed sometimes is noisier than it was). When no task
+   has LP the rest goes to the frontier, if any, before learned tasks; frontier tasks owe no
+   retries. The simulated students of the gate never stall this way (their practice raises the
+   level steadily, so LP shows), and over 400 seeds of every gate setup 2 runs differed.
 
 Copies of one configuration in the pool are one task of the student: LP, revisit, retry and
 floor shares are split per configuration first, then over its copies, so the sampling does not
@@ -84,7 +98,7 @@ depend on how many copies the pool happens to hold.
 
 Sampling: `exploration` per configuration over the pool; the cold budget over cold tasks as in
 3; `revisit` over learned tasks without LP; `retry` over due labels; the rest over tasks with
-LP, in proportion to LP. Without LP the rest goes as in 5; with no warm task at all, to cold
+LP, in proportion to LP. Without LP the rest goes as in 5 and 6; with no warm task at all, to cold
 tasks; else uniformly.
 
 All of it lives in tracker arrays (`extra_layout`): per-slot statistics (one row of
@@ -115,10 +129,11 @@ __all__ = ["LearningProgressAlgorithm", "STATE_FIELDS", "LABEL_TABLE_SIZE", "LEA
            "config_key", "id_fields"]
 
 #: Statistics of a task, in this order: a row of `lp_state` per slot, and what a configuration
-#: memory entry keeps. `last` is the previous x (for the noise estimate); `count` the completions
-#: the statistics rest on, inherited ones included.
-STATE_FIELDS = ("fast", "slow", "var", "baseline", "last", "peak", "count")
-_FAST, _SLOW, _VAR, _BASE, _LAST, _PEAK, _COUNT = range(len(STATE_FIELDS))
+#: memory entry keeps. `base_var` is the noise variance of the warm-up (how far off the baseline
+#: may be); `last` the previous x (for the noise estimate); `count` the completions the
+#: statistics rest on, inherited ones included.
+STATE_FIELDS = ("fast", "slow", "var", "baseline", "base_var", "last", "peak", "count")
+_FAST, _SLOW, _VAR, _BASE, _BASE_VAR, _LAST, _PEAK, _COUNT = range(len(STATE_FIELDS))
 _NUM_FIELDS = len(STATE_FIELDS)
 
 #: Distinct labels whose usefulness is tracked (open addressing; more labels go untracked).
@@ -136,6 +151,18 @@ _PRIOR_USEFULNESS = 0.5
 """Usefulness of a label nothing is known about yet."""
 _SETTLED_USEFUL, _SETTLED_STAGNANT = 1.0 - 1e-6, 1e-6
 """A label usefulness beyond these is not updated towards 1 (or 0) any more."""
+_FRONTIER_GAIN = 0.5
+"""Share of `mastered_gain` a never-learned task must have gained to be on the frontier: a
+chance task whose warm-up scores were all alike (a locked corridor's first door, which opens
+by chance in nearly every episode) has no baseline error to speak of, and a gain of a few
+hundredths is then significant without meaning anything."""
+_BASE_VAR_INFLATION = 5.0
+"""Factor on the warm-up's noise variance in the frontier test. That variance rests on the 4
+successive differences of the default warm-up, and comes out several times too small often
+enough to make a noise task's baseline look precise (PPO on a noisy crafting chain: 5 uniform
+returns with standard deviation 0.12 against the noise's 0.29, a baseline 0.3 below the mean,
+and the task took 70% of the samples after mastery). Student's t with 4 degrees of freedom puts
+the tail of 3 normal standard errors at 6.6 of them: (6.6 / 3)^2 = 4.9."""
 _ADMISSION_RATE = 1.0 / 8
 """Rate of the EMA of failed admissions (no candidate good enough)."""
 _ADMISSION_FAILURE_LIMIT = 0.25
@@ -182,6 +209,8 @@ class _PoolView(NamedTuple):
     """Without LP."""
     stagnant: np.ndarray
     """Warm, without LP, never learned."""
+    frontier: np.ndarray
+    """Stagnant, but with a slow EMA significantly above the baseline: partly learned."""
     share: np.ndarray | None
     """1 / the copies of the slot's configuration in the pool (None: the same for every slot)."""
     configs: int
@@ -214,6 +243,10 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         self._peak_decay = a_s * config.slow_timescale_factor
         # the baseline (the warm-up mean) is off by about sigma / sqrt(warm-up)
         self._baseline_noise = config.noise_z / math.sqrt(self._warmup)
+        # variance of the slow EMA per unit of noise variance, and of the baseline per unit of
+        # warm-up variance (inflated: see _BASE_VAR_INFLATION), for the frontier test
+        self._frontier_terms = (config.frontier_z ** 2 * a_s / (2 - a_s),
+                                config.frontier_z ** 2 * _BASE_VAR_INFLATION / self._warmup)
         self._retry_samples = max(1, round(1.0 / a_f))
         self._proven = self._warmup + self._retry_samples
         self._id_fields = id_fields(generator, capacity)
@@ -242,7 +275,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         super().bind(tracker)
         arrays = tracker.backend.arrays
         self._state = arrays["lp_state"].reshape(self.capacity, _NUM_FIELDS)
-        self._fast, self._slow, self._var, self._baseline, self._last, self._peak, self._count = self._state.T
+        (self._fast, self._slow, self._var, self._baseline, self._base_var, self._last, self._peak,
+         self._count) = self._state.T
         self._key = arrays["lp_key"]  # configuration key; 0: not known yet
         self._label = arrays["lp_label"]  # label table index + 1; 0: not known yet (or untracked)
         self._label_keys = arrays["lp_label_keys"]
@@ -322,10 +356,10 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         # memoryviews of the arrays: scalar reads and writes at half the cost of numpy's
         state = self._state_view
         i = slot * _NUM_FIELDS
-        fast, slow, var, b, last, peak, n = state[i:i + _NUM_FIELDS].tolist()
+        fast, slow, var, b, _, last, peak, n = state[i:i + _NUM_FIELDS].tolist()
         if n == 0.0 and self._key_view[slot] == 0:
             self._identify(slot)
-            fast, slow, var, b, last, peak, n = state[i:i + _NUM_FIELDS].tolist()
+            fast, slow, var, b, _, last, peak, n = state[i:i + _NUM_FIELDS].tolist()
         n += 1.0
         a_f, a_s, max_baseline, mastered_gain, peak_decay, band2 = self._record_constants
         if n <= self._warmup:
@@ -345,6 +379,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             state[i + _SLOW] = fast
             state[i + _VAR] = var
             state[i + _BASE] = b
+            state[i + _BASE_VAR] = var
             state[i + _LAST] = score
             state[i + _PEAK] = fast
             state[i + _COUNT] = n
@@ -587,7 +622,17 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         idle = lp <= 0.0
         stagnant = warm & idle
         stagnant &= ~learned
-        return _PoolView(lp, warm, learned, idle, stagnant, share, configs, kept)
+        return _PoolView(lp, warm, learned, idle, stagnant, self._frontier(stagnant), share, configs, kept)
+
+    def _frontier(self, stagnant: np.ndarray) -> np.ndarray:
+        """Of the `stagnant` slots, those whose slow EMA lies at least half of `mastered_gain`
+        and `frontier_z` standard errors (of the slow EMA and of the warm-up mean) above the
+        baseline: partly learned."""
+        slow_terms, base_terms = self._frontier_terms
+        slow = self._slow
+        frontier = stagnant & (slow >= _FRONTIER_GAIN * self._mastered_gain)
+        frontier &= slow * slow > slow_terms * self._var + base_terms * self._base_var
+        return frontier
 
     @staticmethod
     def _per_config(mask: np.ndarray, share: np.ndarray | None) -> np.ndarray:
@@ -595,10 +640,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         return mask if share is None else mask * share
 
     def due_retry(self, view: _PoolView) -> np.ndarray:
-        """Per slot: a warm, never-learned task without LP whose label is still owed samples
-        since a configuration was last mastered."""
+        """Per slot: a warm, never-learned task without LP, not on the frontier, whose label is
+        still owed samples since a configuration was last mastered."""
         owed = np.concatenate(([0], self._retries))[self._label] > 0
         owed &= view.stagnant
+        owed &= ~view.frontier
         return owed
 
     def probabilities(self, scores: np.ndarray) -> np.ndarray:
@@ -626,8 +672,11 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             lp *= rest
             probs += lp
         elif num_cold < n:
-            # nothing is learning: learned tasks, and stagnant ones whose verdict is not proven yet
-            fallback = self._per_config(learned | (warm & (self._count < self._proven)), share)
+            # nothing is learning: the frontier (partly learned tasks, improving too slowly to show
+            # LP) if any, else learned tasks and stagnant ones whose verdict is not proven yet
+            frontier = view.frontier
+            mask = frontier if frontier.any() else learned | (warm & (self._count < self._proven))
+            fallback = self._per_config(mask, share)
             total = float(fallback.sum())
             if not total:
                 fallback = self._per_config(warm, share)
@@ -672,7 +721,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
 
     def check_arrays(self, arrays: dict[str, np.ndarray]) -> str | None:
         state = arrays["lp_state"].reshape(-1, _NUM_FIELDS)
-        if (state[:, _VAR] < 0).any():
+        if (state[:, _VAR] < 0).any() or (state[:, _BASE_VAR] < 0).any():
             return "negative learning-progress variances"
         if (state[:, _BASE] > self._max_baseline).any():  # b = 1 would divide by zero
             return f"learning-progress baselines above max_baseline={self._max_baseline}"
@@ -689,8 +738,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             return "label usefulness or admission failure rate outside [0, 1]"
         if "lp_memory" in arrays:
             memory = arrays["lp_memory"].reshape(-1, _NUM_FIELDS)
-            if (memory[:, _VAR] < 0).any() or (memory[:, _COUNT] < 0).any() or (arrays["lp_memory_keys"] < 0).any() \
-                    or (memory[:, _BASE] > self._max_baseline).any():
+            if (memory[:, _VAR] < 0).any() or (memory[:, _BASE_VAR] < 0).any() or (memory[:, _COUNT] < 0).any() \
+                    or (arrays["lp_memory_keys"] < 0).any() or (memory[:, _BASE] > self._max_baseline).any():
                 return ("configuration memory entries with negative keys, variances or counts, or baselines above "
                         f"max_baseline={self._max_baseline}")
         return None
@@ -703,6 +752,8 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
             "lp_learned_tasks": int(np.count_nonzero(learned)),
             "lp_revisited_tasks": int(np.count_nonzero(learned & (lp <= 0.0))),
             "lp_cold_tasks": int(np.count_nonzero(self._count < self._warmup)),
+            "lp_frontier_tasks": int(np.count_nonzero(self._frontier(
+                (self._count >= self._warmup) & (lp <= 0.0) & ~learned))),
             "lp_memory_hits": self._counters.item(_HITS),
             "lp_admissions_skipped": self._counters.item(_SKIPPED),
             "lp_mastery_events": self._counters.item(_EVENTS),

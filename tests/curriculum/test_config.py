@@ -64,6 +64,8 @@ BAD_LP = [
     ({"min_samples_for_lp": 2.0}, "Expected `min_samples_for_lp` to be an integer >= 1, received 2.0"),
     ({"noise_z": -1.0}, "Expected `noise_z` to be a finite number >= 0, received -1.0"),
     ({"noise_z": float("inf")}, "Expected `noise_z` to be a finite number >= 0, received inf"),
+    ({"frontier_z": -1.0}, "Expected `frontier_z` to be a finite number >= 0, received -1.0"),
+    ({"frontier_z": float("nan")}, "Expected `frontier_z` to be a finite number >= 0, received nan"),
     ({"max_baseline": 1.0}, "Expected `max_baseline` to be a number in [0, 1), received 1.0"),
     ({"max_baseline": True}, "Expected `max_baseline` to be a number in [0, 1), received True"),
     ({"revisit": 1.0}, "Expected `revisit` to be a number in [0, 1), received 1.0"),

@@ -102,7 +102,7 @@ BASE_STATS = {"num_active_tasks", "total_completions", "late_completions", "evic
               "per_label_lp_scores", "per_label_active_tasks"}
 ALGORITHM_STATS = {
     "learning_progress": {"lp_noise_band_scale", "lp_learned_tasks", "lp_revisited_tasks", "lp_cold_tasks",
-                          "lp_memory_hits", "lp_admissions_skipped", "lp_mastery_events"},
+                          "lp_frontier_tasks", "lp_memory_hits", "lp_admissions_skipped", "lp_mastery_events"},
     "uniform": set(),
     "staged": {"stage", "stage_name", "stage_changes", "stage_episodes", "stage_window_mean", "advancements",
                "regressions"},

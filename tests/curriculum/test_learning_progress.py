@@ -32,7 +32,7 @@ from curriculum import (
     TaskTracker,
 )
 from curriculum.algorithms import LearningProgressAlgorithm
-from curriculum.algorithms.learning_progress import id_fields
+from curriculum.algorithms.learning_progress import STATE_FIELDS, id_fields
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # numpy overflow / NaN is a bug here
 
@@ -374,6 +374,32 @@ def test_when_a_configuration_is_mastered_the_stagnant_labels_get_retried() -> N
     assert settled[1] == settled[2] == 0.0
 
 
+@pytest.mark.parametrize(("warmup", "later", "partly_learned"), [
+    ([0.0] * 5, 0.2, True),  # nothing at first, now 0.2: the frontier
+    ([0.0, 0.6, 0.1, 0.7, 0.1], 0.45, False),  # a warm-up this noisy cannot tell 0.45 from where it started
+    ([0.02] * 5, 0.05, False),  # a gain smaller than half of `mastered_gain` is not learning
+], ids=["quiet warm-up", "noisy warm-up", "small gain"])
+def test_a_partly_learned_task_without_lp_gets_the_rest_before_mastered_ones(warmup: list[float], later: float,
+                                                                               partly_learned: bool) -> None:
+    """A task improving too slowly to show LP must not be left to the exploration floor while
+    mastered tasks take the rest: unpractised, it stays where it is."""
+    generator = TableGenerator([("chain", {"depth": 6}), ("chain", {"depth": 1}), ("wall", {"depth": 9})])
+    algorithm, tracker = _algorithm(3, generator)
+    _complete(algorithm, tracker, 1, MASTERED)
+    _complete(algorithm, tracker, 2, FLAT_ZERO)
+    _complete(algorithm, tracker, 0, warmup + [later - 0.02, later + 0.02] * 300)  # the EMAs have met: no LP
+    assert algorithm.scores().tolist() == [0.0, 0.0, 0.0] and not algorithm.learned()[0]
+    probabilities = algorithm.probabilities(algorithm.scores())
+    floor = algorithm.config.exploration / 3
+    assert probabilities[2] == pytest.approx(floor)  # the wall: the floor only
+    assert algorithm.stats()["lp_frontier_tasks"] == int(partly_learned)
+    if partly_learned:
+        assert probabilities[0] == pytest.approx(1.0 - algorithm.config.revisit - 2 * floor)
+        assert probabilities[1] == pytest.approx(algorithm.config.revisit + floor)
+    else:  # the rest goes to the mastered task, as without a frontier
+        assert probabilities[0] == pytest.approx(floor)
+
+
 def test_eviction_lets_go_of_stagnant_tasks_but_keeps_learned_ones_and_one_task_per_label() -> None:
     generator = TableGenerator([("wall", {"level": 0}), ("wall", {"level": 1}), ("maze", {"level": 2}),
                                 ("maze", {"level": 3}), ("maze", {"level": 4}), ("maze", {"level": 5})])
@@ -449,7 +475,7 @@ CORRUPT = [
     ("lp_label_usefulness", 0, 1.5, "label usefulness or admission failure rate outside [0, 1]"),
     ("lp_admission_failure", 0, -0.1, "label usefulness or admission failure rate outside [0, 1]"),
     ("lp_label_retries", 3, -1, "negative learning-progress counts"),
-    ("lp_state", 6, -1.0, "negative learning-progress counts"),
+    ("lp_state", STATE_FIELDS.index("count"), -1.0, "negative learning-progress counts"),
     ("lp_label", 1, 257, "label indices outside [0, 256]"),
     ("lp_key", 1, -5, "negative configuration or label keys"),
 ]
