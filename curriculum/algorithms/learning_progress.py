@@ -89,8 +89,8 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
    own variance, `base_var`, inflated for the few samples it rests on; the current variance
    would not do: a task that starts to succeed sometimes is noisier than it was). When no task
    has LP the rest goes to the frontier, if any, before learned tasks; frontier tasks owe no
-   retries. The simulated students of the gate never stall this way (their practice raises the
-   level steadily, so LP shows), and over 400 seeds of every gate setup 2 runs differed.
+   retries. The simulated students of the gate seldom stall this way (their practice raises
+   the level steadily, so LP shows): its calibration runs hardly change (README).
 
 Copies of one configuration in the pool are one task of the student: LP, revisit, retry and
 floor shares are split per configuration first, then over its copies, so the sampling does not
