@@ -12,6 +12,8 @@ progress against uniform, averaged over seeds).
     .venv/bin/python -m benchmarks.learners                      # ~10-15 min on 2 cores
     .venv/bin/python -m benchmarks.learners --seeds 2 --families corridor
     .venv/bin/python -m benchmarks.learners --plot-only          # redraw from learners.json
+    .venv/bin/python -m benchmarks.learners --seeds 20 --first-seed 20 --curricula learning_progress uniform \
+        --json benchmarks/learners_seeds20_39.json --out /tmp/learners.png   # held-out seeds
 
 Runs go to `--workers` processes (default 2, one torch thread each). Needs the `[learners]`
 extra.
@@ -230,6 +232,7 @@ def plot(runs: list[dict[str, Any]], path: Path, *, curricula: tuple[str, ...] =
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=LEARNER_LIMITS.seeds)
+    parser.add_argument("--first-seed", type=int, default=0, help="run seeds first .. first + seeds - 1")
     parser.add_argument("--families", nargs="+", default=list(TASK_FAMILIES), choices=list(TASK_FAMILIES))
     parser.add_argument("--curricula", nargs="+", default=list(CURRICULA), choices=list(CURRICULA))
     parser.add_argument("--window", type=int, default=4096, help="steps per share window of the plot")
@@ -241,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot_only:
         runs = json.loads(args.json.read_text())["runs"]
     else:
-        jobs = [(f, c, s, args.window) for f in args.families for c in args.curricula for s in range(args.seeds)]
+        seeds = range(args.first_seed, args.first_seed + args.seeds)
+        jobs = [(f, c, s, args.window) for f in args.families for c in args.curricula for s in seeds]
         started = time.perf_counter()
         with ProcessPoolExecutor(max_workers=args.workers) as pool:
             runs = list(pool.map(run_one, *zip(*jobs)))

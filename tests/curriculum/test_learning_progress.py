@@ -387,7 +387,7 @@ def test_a_partly_learned_task_without_lp_gets_the_rest_before_mastered_ones(war
     algorithm, tracker = _algorithm(3, generator)
     _complete(algorithm, tracker, 1, MASTERED)
     _complete(algorithm, tracker, 2, FLAT_ZERO)
-    _complete(algorithm, tracker, 0, warmup + [later - 0.02, later + 0.02] * 300)  # the EMAs have met: no LP
+    _complete(algorithm, tracker, 0, warmup + [later - 0.02, later + 0.02] * 100)  # the EMAs have met: no LP
     assert algorithm.scores().tolist() == [0.0, 0.0, 0.0] and not algorithm.learned()[0]
     probabilities = algorithm.probabilities(algorithm.scores())
     floor = algorithm.config.exploration / 3
@@ -398,6 +398,20 @@ def test_a_partly_learned_task_without_lp_gets_the_rest_before_mastered_ones(war
         assert probabilities[1] == pytest.approx(algorithm.config.revisit + floor)
     else:  # the rest goes to the mastered task, as without a frontier
         assert probabilities[0] == pytest.approx(floor)
+
+
+def test_a_frontier_task_that_practice_does_not_move_leaves_the_frontier() -> None:
+    """Two slow-EMA timescales of practice without progress: a noise task whose warm-up
+    happened to come out low and quiet looks partly learned, and stays where it is."""
+    generator = TableGenerator([("noise", {"level": 5}), ("chain", {"depth": 1})])
+    algorithm, tracker = _algorithm(2, generator)
+    _complete(algorithm, tracker, 1, MASTERED)
+    _complete(algorithm, tracker, 0, [0.0] * 5 + [0.18, 0.22] * 100)
+    assert algorithm.stats()["lp_frontier_tasks"] == 1
+    _complete(algorithm, tracker, 0, [0.18, 0.22] * 50)
+    assert algorithm.stats()["lp_frontier_tasks"] == 0
+    probabilities = algorithm.probabilities(algorithm.scores())
+    assert probabilities[0] == pytest.approx(algorithm.config.exploration / 2)  # the floor only
 
 
 def test_eviction_lets_go_of_stagnant_tasks_but_keeps_learned_ones_and_one_task_per_label() -> None:
