@@ -87,9 +87,11 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
    least half of `mastered_gain` and `frontier_z` standard errors above its baseline, counting
    the error of the slow EMA (from the noise variance) and of the baseline (from the warm-up's
    own variance, `base_var`, inflated for the few samples it rests on; the current variance
-   would not do: a task that starts to succeed sometimes is noisier than it was). When no task
-   has LP the rest goes to the frontier, if any, before learned tasks; frontier tasks owe no
-   retries. The simulated students of the gate seldom stall this way (their practice raises
+   would not do: a task that starts to succeed sometimes is noisier than it was), and has had
+   fewer than two slow-EMA timescales of completions there without LP (`front`): practice
+   moves a task being learned, not a noise task whose warm-up came out low and quiet. When no
+   task has LP the rest goes to the frontier, if any, before learned tasks; frontier tasks owe
+   no retries. The simulated students of the gate seldom stall this way (their practice raises
    the level steadily, so LP shows): its calibration runs hardly change (README).
 
 Copies of one configuration in the pool are one task of the student: LP, revisit, retry and
