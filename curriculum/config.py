@@ -125,8 +125,9 @@ class LearningProgressConfig(AlgorithmConfig):
     that pure noise would produce; tasks whose score only moves as noise get LP ~ 0."""
     frontier_z: float = 3.0
     """A never-learned task without LP is on the frontier (partly learned, improving too slowly
-    for LP to show it) when its slow EMA lies this many standard errors above its baseline;
-    when no task has LP, the frontier gets the rest of the mass before learned tasks do."""
+    for LP to show it) when its slow EMA lies this many standard errors, and at least half of
+    `mastered_gain`, above its baseline; when no task has LP, the frontier gets the rest of the
+    mass before learned tasks do, for two slow-EMA timescales of practice without progress."""
     max_baseline: float = 0.75
     """The baseline (warm-up mean score) is capped here so normalisation never divides by ~0;
     a task scoring at least this much counts as learned."""
