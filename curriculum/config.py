@@ -127,7 +127,8 @@ class LearningProgressConfig(AlgorithmConfig):
     """A never-learned task without LP is on the frontier (partly learned, improving too slowly
     for LP to show it) when its slow EMA lies this many standard errors, and at least half of
     `mastered_gain`, above its baseline; when no task has LP, the frontier gets the rest of the
-    mass before learned tasks do, for two slow-EMA timescales of practice without progress."""
+    mass before learned tasks do, for two slow-EMA timescales of practice without progress
+    (counted again from zero whenever a configuration is newly mastered)."""
     max_baseline: float = 0.75
     """The baseline (warm-up mean score) is capped here so normalisation never divides by ~0;
     a task scoring at least this much counts as learned."""

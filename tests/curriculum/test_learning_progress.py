@@ -414,6 +414,23 @@ def test_a_frontier_task_that_practice_does_not_move_leaves_the_frontier() -> No
     assert probabilities[0] == pytest.approx(algorithm.config.exploration / 2)  # the floor only
 
 
+def test_a_task_that_left_the_frontier_gets_practice_again_when_another_is_newly_mastered() -> None:
+    """The student changed: what it could not move before (the next link of a chain) may move
+    now, as for the retries of stagnant tasks."""
+    generator = TableGenerator([("chain", {"depth": 6}), ("chain", {"depth": 1}), ("chain", {"depth": 5})])
+    algorithm, tracker = _algorithm(3, generator)
+    _complete(algorithm, tracker, 1, MASTERED)
+    _complete(algorithm, tracker, 0, [0.0] * 5 + [0.18, 0.22] * 150)  # off the frontier again
+    _complete(algorithm, tracker, 2, [0.0] * 5)
+    stats = algorithm.stats()
+    assert stats["lp_frontier_tasks"] == 0 and stats["lp_mastery_events"] == 0
+    _complete(algorithm, tracker, 2, [min(0.95, 0.1 + k / 50) for k in range(200)])  # depth 5 mastered
+    assert algorithm.stats()["lp_mastery_events"] == 1
+    _complete(algorithm, tracker, 2, [0.95] * 400)  # and its learning progress is over
+    assert algorithm.stats()["lp_frontier_tasks"] == 1
+    probabilities = algorithm.probabilities(algorithm.scores())
+    assert probabilities[0] > 0.5  # the rest, not the floor
+
 def test_eviction_lets_go_of_stagnant_tasks_but_keeps_learned_ones_and_one_task_per_label() -> None:
     generator = TableGenerator([("wall", {"level": 0}), ("wall", {"level": 1}), ("maze", {"level": 2}),
                                 ("maze", {"level": 3}), ("maze", {"level": 4}), ("maze", {"level": 5})])
