@@ -431,6 +431,7 @@ def test_a_task_that_left_the_frontier_gets_practice_again_when_another_is_newly
     probabilities = algorithm.probabilities(algorithm.scores())
     assert probabilities[0] > 0.5  # the rest, not the floor
 
+
 def test_eviction_lets_go_of_stagnant_tasks_but_keeps_learned_ones_and_one_task_per_label() -> None:
     generator = TableGenerator([("wall", {"level": 0}), ("wall", {"level": 1}), ("maze", {"level": 2}),
                                 ("maze", {"level": 3}), ("maze", {"level": 4}), ("maze", {"level": 5})])
