@@ -772,15 +772,13 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         return None
 
     def stats(self) -> dict[str, Any]:
-        learned = self.learned()
-        lp = self.scores()
+        view = self._pool_view(self.scores())
         return {
             "lp_noise_band_scale": self._noise_scale,
-            "lp_learned_tasks": int(np.count_nonzero(learned)),
-            "lp_revisited_tasks": int(np.count_nonzero(learned & (lp <= 0.0))),
-            "lp_cold_tasks": int(np.count_nonzero(self._count < self._warmup)),
-            "lp_frontier_tasks": int(np.count_nonzero(self._frontier(
-                (self._count >= self._warmup) & (lp <= 0.0) & ~learned))),
+            "lp_learned_tasks": int(np.count_nonzero(view.learned)),
+            "lp_revisited_tasks": int(np.count_nonzero(view.learned & view.idle)),
+            "lp_cold_tasks": int(np.count_nonzero(~view.warm)),
+            "lp_frontier_tasks": int(np.count_nonzero(view.frontier)),
             "lp_memory_hits": self._counters.item(_HITS),
             "lp_admissions_skipped": self._counters.item(_SKIPPED),
             "lp_mastery_events": self._counters.item(_EVENTS),
