@@ -36,9 +36,10 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
 1. Learned is not impossible. A warm task is *learned* when its slow EMA is at least
    `mastered_gain` above its baseline (it was learned here) or its level b + slow (1 - b) is at
    least `max_baseline` (it arrived mastered). Learned tasks without LP share the `revisit`
-   budget, so each is sampled regularly and forgetting shows up as LP within a few samples.
-   Tasks never learned and without LP (impossible, or not yet within reach) get the uniform
-   `exploration` floor, plus the two budgets of 5.
+   budget, so each is sampled regularly and forgetting shows up as LP within a few samples
+   (so do partly learned tasks that practice did not move, 6). Tasks never learned and without
+   LP (impossible, or not yet within reach) get the uniform `exploration` floor, plus the two
+   budgets of 5.
 2. A memory of task configurations (`config_memory` entries keyed by a hash of label and env
    config, leaving out top-level fields in which the generator repeats the task id: a tag or a
    seed taken from the id tells tasks apart, not what they are; `id_fields` finds them by
@@ -98,7 +99,12 @@ what makes the mostly-impossible and prerequisite-chain task spaces work.
    steps instead of 51.2k on that seed, and the family took 0.74x uniform's steps instead of
    0.78x over 20 seeds). When no
    task has LP the rest goes to the frontier, if any, before learned tasks; frontier tasks owe
-   no retries. The simulated students of the gate seldom stall this way (their practice raises
+   no retries. A partly learned task that spent its frontier practice shares the `revisit`
+   budget with learned tasks: neither the rest (a noise task whose baseline came out low would
+   keep it after mastery) nor only the floor (PPO, crafting seed 38: depth 6 stood at 0.30
+   above its baseline after its frontier practice, when depths 1-5 were mastered and no
+   mastery was left to renew it; on the floor it got 15 samples in 6,000 completions and was
+   mastered at 49.2k steps, uniform 34.8k; revisited, at 26.6k). The simulated students of the gate seldom stall this way (their practice raises
    the level steadily, so LP shows): its calibration runs hardly change (README).
 
 Copies of one configuration in the pool are one task of the student: LP, revisit, retry and
@@ -176,7 +182,8 @@ the tail of 3 normal standard errors at 6.6 of them: (6.6 / 3)^2 = 4.9."""
 _FRONTIER_TIMESCALES = 2.0
 """Slow-EMA timescales (1 / a_s completions each) of practice a frontier task gets without
 showing learning progress or being learned before it leaves the frontier (until a configuration
-is next mastered: the budget starts again then). What the warm-up's
+is next mastered: the budget starts again then; meanwhile it is revisited like a learned
+task). What the warm-up's
 variance cannot rule out, practice does: a noise task whose baseline came out low stays where
 it is however often it is sampled (on the simulator, 12 of 4000 runs of the after-mastery setup
 gave such a task up to 64% of the samples after mastery), while a task learned slowly rises."""
@@ -227,7 +234,10 @@ class _PoolView(NamedTuple):
     stagnant: np.ndarray
     """Warm, without LP, never learned."""
     frontier: np.ndarray
-    """Stagnant, but with a slow EMA significantly above the baseline: partly learned."""
+    """Stagnant, but with a slow EMA significantly above the baseline (partly learned), and
+    frontier practice left."""
+    stalled: np.ndarray
+    """Partly learned, its frontier practice spent."""
     share: np.ndarray | None
     """1 / the copies of the slot's configuration in the pool (None: the same for every slot)."""
     configs: int
@@ -647,18 +657,19 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         idle = lp <= 0.0
         stagnant = warm & idle
         stagnant &= ~learned
-        return _PoolView(lp, warm, learned, idle, stagnant, self._frontier(stagnant), share, configs, kept)
+        frontier, stalled = self._frontier(stagnant)
+        return _PoolView(lp, warm, learned, idle, stagnant, frontier, stalled, share, configs, kept)
 
-    def _frontier(self, stagnant: np.ndarray) -> np.ndarray:
+    def _frontier(self, stagnant: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Of the `stagnant` slots, those whose slow EMA lies at least half of `mastered_gain`
         and `frontier_z` standard errors (of the slow EMA and of the warm-up mean) above the
-        baseline: partly learned."""
+        baseline (partly learned): those with frontier practice left, and the others."""
         slow_terms, base_terms = self._frontier_terms
         slow = self._slow
-        frontier = stagnant & (slow >= self._frontier_gain)
-        frontier &= self._front < self._frontier_budget
-        frontier &= slow * slow > slow_terms * self._var + base_terms * self._base_var
-        return frontier
+        partly = stagnant & (slow >= self._frontier_gain)
+        partly &= slow * slow > slow_terms * self._var + base_terms * self._base_var
+        frontier = partly & (self._front < self._frontier_budget)
+        return frontier, partly & ~frontier
 
     @staticmethod
     def _per_config(mask: np.ndarray, share: np.ndarray | None) -> np.ndarray:
@@ -681,7 +692,9 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         num_cold = n - int(np.count_nonzero(warm))
         lp = view.lp if share is None else view.lp * share  # copies of one configuration share its weight
         lp_total = float(lp.sum())
-        revisit = self._per_config(learned & view.idle, share) if learned.any() else None
+        revisited = learned & view.idle
+        revisited |= view.stalled
+        revisit = self._per_config(revisited, share) if revisited.any() else None
         revisit_total = float(revisit.sum()) if revisit is not None else 0.0
         retry = self._per_config(self.due_retry(view), share) if config.retry and self._retries.any() else None
         retry_total = float(retry.sum()) if retry is not None else 0.0
@@ -776,7 +789,7 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         return {
             "lp_noise_band_scale": self._noise_scale,
             "lp_learned_tasks": int(np.count_nonzero(view.learned)),
-            "lp_revisited_tasks": int(np.count_nonzero(view.learned & view.idle)),
+            "lp_revisited_tasks": int(np.count_nonzero((view.learned & view.idle) | view.stalled)),
             "lp_cold_tasks": int(np.count_nonzero(~view.warm)),
             "lp_frontier_tasks": int(np.count_nonzero(view.frontier)),
             "lp_memory_hits": self._counters.item(_HITS),

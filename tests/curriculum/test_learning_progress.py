@@ -400,9 +400,11 @@ def test_a_partly_learned_task_without_lp_gets_the_rest_before_mastered_ones(war
         assert probabilities[0] == pytest.approx(floor)
 
 
-def test_a_frontier_task_that_practice_does_not_move_leaves_the_frontier() -> None:
+def test_a_frontier_task_that_practice_does_not_move_leaves_the_frontier_for_the_revisit_budget() -> None:
     """Two slow-EMA timescales of practice without progress: a noise task whose warm-up
-    happened to come out low and quiet looks partly learned, and stays where it is."""
+    happened to come out low and quiet looks partly learned, and stays where it is. It is then
+    revisited like a learned task: not the rest, and not only the floor (a slowly learned task
+    stalls there too)."""
     generator = TableGenerator([("noise", {"level": 5}), ("chain", {"depth": 1})])
     algorithm, tracker = _algorithm(2, generator)
     _complete(algorithm, tracker, 1, MASTERED)
@@ -411,7 +413,9 @@ def test_a_frontier_task_that_practice_does_not_move_leaves_the_frontier() -> No
     _complete(algorithm, tracker, 0, [0.18, 0.22] * 50)
     assert algorithm.stats()["lp_frontier_tasks"] == 0
     probabilities = algorithm.probabilities(algorithm.scores())
-    assert probabilities[0] == pytest.approx(algorithm.config.exploration / 2)  # the floor only
+    config = algorithm.config
+    assert probabilities[0] == pytest.approx(config.exploration / 2 + config.revisit / 2)  # one of two revisited
+    assert algorithm.stats()["lp_revisited_tasks"] == 2
 
 
 def test_a_task_that_left_the_frontier_gets_practice_again_when_another_is_newly_mastered() -> None:
