@@ -26,6 +26,7 @@ __all__ = [
     "make_lossy_checkpoint_curriculum",
     "make_unlocked_shared_curriculum",
     "make_lock_leaking_curriculum",
+    "make_unversioned_shared_curriculum",
     "make_per_worker_copy_curriculum",
     "make_late_crediting_curriculum",
     "make_span_as_high_curriculum",
@@ -139,6 +140,27 @@ def make_lock_leaking_curriculum(config: CurriculumConfig, *, shared_memory: boo
                                  lock_timeout: float | None = None) -> Curriculum:
     """Canary of the lock-hygiene check: bad input leaves the shared tracker's lock held."""
     return _LockLeakingCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
+
+
+def make_unversioned_shared_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
+                                       lock_timeout: float | None = None) -> Curriculum:
+    """Canary of the uncommitted-write check: a row's pre-image is journaled but the row is not
+    marked as written by the open transaction, so lock-free readers see a writer's half-done
+    update, and a second write to the row in one transaction journals the half-done state."""
+    curriculum = Curriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
+    tracker = curriculum.tracker
+    if shared_memory:
+        rows_q, _, row_words = tracker.backend.row_words()
+        journal = tracker.backend.touch
+
+        def touch(slot: int) -> None:
+            at = slot * row_words
+            version = rows_q[at]
+            journal(slot)
+            rows_q[at] = version
+
+        tracker.backend.touch = tracker._touch = touch
+    return curriculum
 
 
 class DesyncBlindCurriculumEnv(CurriculumEnv):
@@ -426,7 +448,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
     "test_eviction_health": (("--gate-curriculum", "harness.faults:make_inverted_eviction_curriculum"),),
     "test_checkpoint_resume": (("--gate-curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),),
     "test_shared_tracker_locking": (("--gate-curriculum", "harness.faults:make_unlocked_shared_curriculum"),
-                                    ("--gate-curriculum", "harness.faults:make_lock_leaking_curriculum")),
+                                    ("--gate-curriculum", "harness.faults:make_lock_leaking_curriculum"),
+                                    ("--gate-curriculum", "harness.faults:make_unversioned_shared_curriculum")),
     "test_desync_truncation": (("--gate-curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
                                ("--gate-curriculum-env", "harness.faults:TimeLimitAsDesyncCurriculumEnv")),
     "test_stage_sync": (("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),),

@@ -211,6 +211,67 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         curriculum.close()
 
 
+def _write_then_hang(curriculum, slot: int, ready, seconds: float) -> None:
+    """A writer stuck inside an update: it wrote slot `slot` twice and never committed."""
+    tracker = curriculum.tracker
+    tracker.lock.acquire()
+    tracker.record(slot, 1.0)
+    tracker.record(slot, 0.0)
+    ready.set()
+    time.sleep(seconds)
+
+
+def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory, require_capability,
+                                                              scenario_seed) -> None:
+    """Lock-free readers see a stuck writer's open update as not yet made, and a writer killed
+    mid-update leaves every statistic exactly as it was committed before."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    tracker = curriculum.tracker
+    holder = None
+    try:
+        rng = np.random.default_rng(scenario_seed)
+        for score in rng.random(4 * LIMITS.pool).tolist():
+            curriculum.update_task_performance(curriculum.get_task().task_id, score)
+        slot = 0
+        task_id = tracker.task_id_at(slot)
+        committed_stats = tracker.task_stats(slot, task_id)
+        committed, committed_total = tracker.snapshot(), tracker.total_completions
+
+        ready = CTX.Event()
+        holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, ready, 60.0), daemon=True)
+        holder.start()
+        assert ready.wait(30), "the writing process never took the lock"
+        seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
+        assert seen_stats == committed_stats, (
+            f"a lock-free read of task {task_id} returned {seen_stats} while a writer held an open update; the "
+            f"committed (completions, mean, last score) are {committed_stats}, seed {scenario_seed}"
+        )
+        for name, values in committed.items():
+            assert np.array_equal(seen[name], values), (
+                f"a lock-free snapshot showed `{name}` = {seen[name].tolist()} while a writer held an open update; "
+                f"committed: {values.tolist()}, seed {scenario_seed}"
+            )
+
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.join(timeout=10)
+        with tracker.lock:  # the next lock holder rolls the dead writer's update back
+            restored = tracker.snapshot()
+        for name, values in committed.items():
+            assert np.array_equal(restored[name], values), (
+                f"after a writer was killed mid-update, `{name}` = {restored[name].tolist()}; committed before the "
+                f"update: {values.tolist()}, seed {scenario_seed}"
+            )
+        assert curriculum.update_task_performance(task_id, 0.5) and tracker.total_completions == committed_total + 1, (
+            f"after a writer was killed mid-update the tracker counts {tracker.total_completions} completions; "
+            f"expected the {committed_total} committed before plus the one made after, seed {scenario_seed}"
+        )
+    finally:
+        if holder is not None and holder.is_alive():
+            holder.kill()
+            holder.join(timeout=10)
+        curriculum.close()
+
+
 BAD_INPUTS = (  # (task id or None for a handed-out one, score): each must be refused by name
     (None, float("nan")), (None, -0.5), (None, 1.5), (None, "0.5"), (10**9, 0.5), (-3, 0.5), ("1", 0.5),
 )
