@@ -25,7 +25,9 @@ imported from `curriculum`), every number the curriculum and the stats pipeline 
   pool's size (`num_active_tasks`) and its `previous_stage_mix` share of previous-stage tasks,
   the stage against a replay of the staged-progression
   rule, and at every `stats()` call its totals, Gini coefficients, entropy and per-label
-  numbers against the reference computed from the oracle's own counts and the pool it sees.
+  numbers against the reference computed from the oracle's own counts and the pool it sees
+  (for uniform and staged progression, whose score of a task is its mean score, each task's
+  `task_scores()` entry too).
 - `verify(curriculum)` ends the run: unpaired records or reports, the order and values of the
   updates against the episodes that produced them (single process), and the curriculum's
   final totals and per-task numbers against the episodes' (any number of processes).
@@ -85,6 +87,10 @@ _EPISODE_PARTS: Final = ("episodes", "completions", "late_completions", "desync_
 #: `Curriculum.stats()` keys renamed in the infos, so pool totals do not collide with episode counters.
 _POOL_RENAMES: Final = {"late_completions": "total_late_completions", "evictions": "total_evictions",
                         "per_label_lp_scores": "pool_per_label_lp_scores"}
+
+#: Algorithms (their config's `name`) whose per-task score is the task's mean score, normalised
+#: by the curriculum's `score_range`: `task_scores()` of these is checked task by task.
+_MEAN_SCORED: Final = frozenset({"uniform", "staged_progression"})
 
 _MAX_LISTED: Final = 25
 DRAW_TEST_Z: Final = 6.0
@@ -567,6 +573,8 @@ class WatchedCurriculum:
         self.departed: set[Any] = set()
         algorithm = getattr(getattr(inner, "config", None), "algorithm", None)
         self.staged = _StagedReference.from_config(algorithm) if hasattr(algorithm, "stages") else None
+        score_range = getattr(getattr(inner, "config", None), "score_range", None)
+        self.mean_scored = getattr(algorithm, "name", None) in _MEAN_SCORED and score_range is not None
         self._observe_pool("at the start")
 
     def __getattr__(self, name: str) -> Any:  # test double: everything not recorded goes to the curriculum
@@ -731,6 +739,8 @@ class WatchedCurriculum:
                     for label, value in zip(labels, values):
                         per_label[label].append(value)
                     expected["per_label_lp_scores"] = {k: sum(v) / len(v) for k, v in per_label.items()}
+                    if self.mean_scored:
+                        self._check_mean_scores(ids, values, where)
                 else:
                     oracle.mismatch(f"task_scores() has {len(values)} entries for a pool of {len(ids)} {where}")
             for task_id in ids:
@@ -757,6 +767,14 @@ class WatchedCurriculum:
             else:
                 oracle._compare(f"stats()[{key!r}]", value, reported, where,
                                 exact=isinstance(value, int) and key != "stage_window_mean")
+
+    def _check_mean_scores(self, ids: list[Any], values: list[float], where: str) -> None:
+        """Each task's score is the mean of its credited scores, normalised (0 before any)."""
+        low, high = self.inner.config.score_range
+        for task_id, value in zip(ids, values):
+            scores = self.credited.get(task_id, [])
+            reference = (sum(scores) / len(scores) - low) / (high - low) if scores else 0.0
+            self.oracle._compare(f"task_scores() of task {task_id} (its mean score)", reference, value, where)
 
     def _finish(self) -> None:
         if callable(getattr(self.inner, "stats", None)):

@@ -340,6 +340,18 @@ def _previous_stage_mix_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(StagedProgressionAlgorithm, "__init__", unmixed)
 
 
+def _mean_score_over_one_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    from curriculum.algorithms.base import CurriculumAlgorithm
+
+    def biased(self: Any) -> np.ndarray:
+        tracker = self.tracker
+        low, high = self.score_range
+        mean = tracker.score_sum / (tracker.completions + 1)  # bug: divides by one completion too many
+        return (mean - low) / (high - low)
+
+    monkeypatch.setattr(CurriculumAlgorithm, "mean_scores", biased)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -360,6 +372,7 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "draws one slot off the reported distribution": (_draws_one_slot_off, "lp-direct", "chi-square"),
     "min_presentations ignored": (_min_presentations_ignored, "lp-direct", "before min_presentations=10"),
     "previous_stage_mix ignored": (_previous_stage_mix_ignored, "staged-mixed", "previous_stage_mix=0.5"),
+    "uniform's task score off its mean score": (_mean_score_over_one_more, "time-limit", "(its mean score)"),
 }
 
 
