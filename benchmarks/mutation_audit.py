@@ -12,7 +12,7 @@ code). A mutation is caught when the gate fails; the unmodified tree must pass.
     .venv/bin/python -m benchmarks.mutation_audit --json /tmp/audit.json
 
 Prints one row per mutation (caught or not, tests failed, seconds) and exits 1 if any
-mutation passes the gate or the unmodified tree fails it.
+mutation passes the gate, no longer applies, or the unmodified tree fails the gate.
 """
 
 from __future__ import annotations
@@ -54,7 +54,9 @@ def run_gate(patch: Path | None) -> dict[str, object]:
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], check=True, capture_output=True).stdout
         subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
         if patch is not None:
-            subprocess.run(["git", "apply", str(patch)], cwd=tree, check=True)
+            applied = subprocess.run(["git", "apply", str(patch)], cwd=tree, capture_output=True, text=True)
+            if applied.returncode:  # the library moved on under the patch: rewrite it
+                return {"stale": True, "summary": applied.stderr.strip()}
         started = time.monotonic()
         gate = subprocess.run([sys.executable, *GATE], cwd=tree, capture_output=True, text=True,
                               env={**os.environ, "PYTHONPATH": str(tree)})
@@ -79,15 +81,20 @@ def main(argv: list[str] | None = None) -> int:
         outcome = run_gate(patch)
         outcome["description"] = describe(patch)
         results["mutations"][patch.stem] = outcome
+        if outcome.get("stale"):
+            print(f"| {patch.stem} | does not apply | | | {outcome['summary']} |", flush=True)
+            continue
         caught = outcome["returncode"] != 0
         print(f"| {patch.stem} | {'yes' if caught else '**no**'} | {outcome['failed']} | {outcome['seconds']} | "
               f"{outcome['description']} |", flush=True)
-    missed = [name for name, r in results["mutations"].items() if r["returncode"] == 0]
-    total = len(results["mutations"])
-    print(f"\ncaught {total - len(missed)} of {total}" + (f"; missed: {', '.join(missed)}" if missed else ""))
+    ran = {name: r for name, r in results["mutations"].items() if not r.get("stale")}
+    missed = [name for name, r in ran.items() if r["returncode"] == 0]
+    stale = len(results["mutations"]) - len(ran)
+    print(f"\ncaught {len(ran) - len(missed)} of {len(ran)}" + (f"; missed: {', '.join(missed)}" if missed else "")
+          + (f"; {stale} no longer apply" if stale else ""))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1) + "\n")
-    return 1 if missed or baseline["returncode"] != 0 else 0
+    return 1 if missed or stale or baseline["returncode"] != 0 else 0
 
 
 if __name__ == "__main__":
