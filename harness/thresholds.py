@@ -112,6 +112,12 @@ class CheckpointLimits:
 
     episodes_before: int = 1500
     episodes_after: int = 1500
+    in_flight: int = 8
+    """Most episodes running at once in the run that checkpoints with episodes in flight."""
+    unreported_share: float = 0.03
+    """Of its finished episodes, the share never reported (cut by a desync)."""
+    in_flight_checkpoints: int = 10
+    """Checkpoints of that run, each restored into a fresh curriculum (evenly spread)."""
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()

@@ -1,12 +1,16 @@
 """Checkpoint/resume determinism: stop, save, restore, continue == the uninterrupted run.
 
 Bug class: a checkpoint that drops the sampler's random state, pending draws or per-task
-statistics, so a resumed run quietly diverges from what training would have done.
+statistics, so a resumed run quietly diverges from what training would have done. Training
+checkpoints in the middle of rollouts, so one run checkpoints ten times with episodes running:
+any state that a simple one-episode-at-a-time loop keeps equal to another (hand-outs and
+completions since the last refresh, the eviction shortlist) must still be saved on its own.
 """
 
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig
@@ -28,10 +32,44 @@ def _play(curriculum, simulator, episodes: int) -> list[tuple[int, float]]:
     return trace
 
 
+class _InFlight:
+    """Plays like `_play` in rollouts, as vectorized workers do: each starts a seeded number of
+    episodes (up to `LIMITS.in_flight`) and finishes all of them in a seeded order, and an
+    occasional finished episode is never reported (a desync cut). Completions come in another
+    order than hand-outs, tasks leave the pool while their episodes run (late completions),
+    hand-outs and completions since the last refresh differ, and a checkpoint falls inside a
+    rollout. The episodes still running carry over from one call to the next."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.running: list[tuple[int, int]] = []
+
+    def __call__(self, curriculum, simulator, episodes: int) -> list[tuple[Any, ...]]:
+        trace: list[tuple[Any, ...]] = []
+        rng, running = self.rng, self.running
+        while len(trace) < episodes:
+            if not running:
+                for _ in range(rng.randint(1, LIMITS.in_flight)):
+                    task = curriculum.get_task()
+                    running.append((task.task_id, task.env_cfg["task_index"]))
+            task_id, task_index = running.pop(rng.randrange(len(running)))
+            reward = simulator.sample_task(task_index)
+            if rng.random() < LIMITS.unreported_share:
+                trace.append((task_id, "cut"))
+                continue
+            curriculum.update_task_performance(task_id, reward)
+            trace.append((task_id, reward))
+        return trace
+
+
 def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle, make_space, config,
-                  what: str) -> tuple[Any, Any, list[tuple[int, float]]]:
-    """Run `make_space()` uninterrupted and again through a checkpoint (JSON) halfway; the
-    first divergence is named. Returns the two final curricula and the resumed half's trace."""
+                  what: str, play: Any = None, checkpoints: int = 1) -> tuple[Any, Any, list[tuple[int, float]]]:
+    """Run `make_space()` uninterrupted and again through checkpoints (JSON, each restored into a
+    fresh curriculum); the first divergence is named. One checkpoint falls after
+    `LIMITS.episodes_before` episodes, more split the run evenly. Returns the two final curricula
+    and the trace after the last checkpoint. `play()` gives a fresh player of the episodes
+    (default: one episode at a time)."""
+    play = play or (lambda: _play)
     space_a = make_space()
     try:
         original = curriculum_factory(config(space_a))
@@ -41,21 +79,26 @@ def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle,
     require_capability(not lacking, f"checkpoint/resume needs {lacking}")
     total = LIMITS.episodes_before + LIMITS.episodes_after
     watcher = oracle(context=f"{what}, uninterrupted run")
-    uninterrupted = _play(watcher.watch(original), space_a.simulator, total)
+    uninterrupted = play()(watcher.watch(original), space_a.simulator, total)
     watcher.verify()
 
     space_b = make_space()
-    first = curriculum_factory(config(space_b))
-    before = _play(first, space_b.simulator, LIMITS.episodes_before)
-    saved = json.loads(json.dumps(first.get_state()))  # a checkpoint goes through a file
     resumed = curriculum_factory(config(space_b))
-    resumed.load_state(saved)
-    after = _play(resumed, space_b.simulator, LIMITS.episodes_after)
+    player = play()
+    at = [LIMITS.episodes_before] if checkpoints == 1 else [total * (i + 1) // (checkpoints + 1)
+                                                            for i in range(checkpoints)]
+    trace = player(resumed, space_b.simulator, at[0])
+    for start, end in zip(at, [*at[1:], total]):
+        saved = json.loads(json.dumps(resumed.get_state()))  # a checkpoint goes through a file
+        resumed = curriculum_factory(config(space_b))
+        resumed.load_state(saved)
+        after = player(resumed, space_b.simulator, end - start)
+        trace += after
 
-    diverged = next((i for i, (a, b) in enumerate(zip(uninterrupted, before + after)) if a != b), None)
+    diverged = next((i for i, (a, b) in enumerate(zip(uninterrupted, trace)) if a != b), None)
     assert diverged is None, (
         f"{what}: resumed run diverged from the uninterrupted one at episode {diverged} "
-        f"({LIMITS.episodes_before} before the checkpoint): task {(before + after)[diverged][0]} instead of "
+        f"(checkpoints after {', '.join(map(str, at))}): task {trace[diverged][0]} instead of "
         f"{uninterrupted[diverged][0]}, seed {scenario_seed}"
     )
     return original, resumed, after
@@ -79,6 +122,27 @@ def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capab
     )
     golden({"episodes": LIMITS.episodes_before + LIMITS.episodes_after, "final_per_label_lp_scores": lp_resumed,
             "last_task_ids": [task_id for task_id, _ in after[-10:]]})
+
+
+def test_resumed_run_with_episodes_in_flight_matches_uninterrupted_run(curriculum_factory, require_capability,
+                                                                       scenario_seed, oracle) -> None:
+    """Training checkpoints while workers' episodes run: the checkpoint must carry what was
+    handed out but not yet completed, so the resumed run draws, evicts and refreshes as the
+    uninterrupted one, and reports the same numbers."""
+    def config(space):
+        return CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                                num_active_tasks=16, seed=scenario_seed, min_presentations=5)
+
+    original, resumed, _ = _resume_check(
+        curriculum_factory, require_capability, scenario_seed, oracle,
+        lambda: impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed), config,
+        "learning progress, episodes in flight", play=lambda: _InFlight(scenario_seed),
+        checkpoints=LIMITS.in_flight_checkpoints)
+    final_original, final_resumed = original.stats(), resumed.stats()
+    differ = {key: (value, final_resumed.get(key)) for key, value in final_original.items()
+              if final_resumed.get(key) != value}
+    assert not differ, (f"learning progress, episodes in flight: numbers after resuming differ from the "
+                        f"uninterrupted run (uninterrupted, resumed): {differ}, seed {scenario_seed}")
 
 
 _STAGE_KEYS = ("stage", "stage_changes", "stage_episodes", "advancements", "regressions", "stage_window_mean")
