@@ -20,7 +20,8 @@ imported from `curriculum`), every number the curriculum and the stats pipeline 
   hand-out and every update, observes the pool after each call, and checks on the spot: a late
   completion only for a task that left the pool, per-task completion counts, mean and last
   scores against the credited updates, a new task starting from nothing (eviction
-  bookkeeping), ids never coming back, the config's eviction rules (no task evicted before
+  bookkeeping), a task that left the pool never reading its successor's numbers, ids never
+  coming back, the config's eviction rules (no task evicted before
   `min_presentations` credited completions, none at all with `eviction_percentile` 0), the
   pool's size (`num_active_tasks`) and its `previous_stage_mix` share of previous-stage tasks,
   the stage against a replay of the staged-progression
@@ -97,6 +98,8 @@ DRAW_TEST_Z: Final = 6.0
 """z-score of the draw test's chi-square above which hand-outs contradict the reported
 distribution (one-sided normal tail at 6: about 1e-9)."""
 _MIN_DRAWS_TESTED: Final = 200
+_LEFT_CHECKED: Final = 32
+"""Tasks that left the pool whose numbers are checked at every `stats()` call (the latest ones)."""
 
 
 class OracleMismatch(AssertionError):
@@ -571,6 +574,8 @@ class WatchedCurriculum:
         self.pool: dict[Any, Any] | None = None
         self.ever: set[Any] = set()
         self.departed: set[Any] = set()
+        self.left: deque = deque(maxlen=_LEFT_CHECKED)
+        """The latest task objects that left the pool: a worker may still hold one."""
         algorithm = getattr(getattr(inner, "config", None), "algorithm", None)
         self.staged = _StagedReference.from_config(algorithm) if hasattr(algorithm, "stages") else None
         score_range = getattr(getattr(inner, "config", None), "score_range", None)
@@ -674,6 +679,7 @@ class WatchedCurriculum:
                 self.evictions += len(gone)
                 self._check_evictions(gone, when)
             self.departed |= gone
+            self.left.extend(self.pool[task_id] for task_id in gone)
             for task_id in set(pool) - set(self.pool):
                 _check_task(oracle, pool[task_id], [], f"entering the pool {when}")  # a new task starts from nothing
         if self.staged is not None:
@@ -745,6 +751,7 @@ class WatchedCurriculum:
                     oracle.mismatch(f"task_scores() has {len(values)} entries for a pool of {len(ids)} {where}")
             for task_id in ids:
                 _check_task(oracle, self.pool[task_id], self.credited.get(task_id, []), where)
+        self._check_left(where)
         probabilities = getattr(inner, "sampling_probabilities", None)
         if callable(probabilities):
             values = [float(v) for v in probabilities()]
@@ -767,6 +774,19 @@ class WatchedCurriculum:
             else:
                 oracle._compare(f"stats()[{key!r}]", value, reported, where,
                                 exact=isinstance(value, int) and key != "stage_window_mean")
+
+    def _check_left(self, where: str) -> None:
+        """A task that left the pool reads zeros (the built-in's rule) or the numbers it left
+        with, never those of the task that took its place."""
+        for task in self.left:
+            read = tuple(getattr(task, name, None) for name in ("num_completions", "mean_score", "last_score"))
+            scores = self.credited.get(task.task_id, [])
+            own = (len(scores), math.fsum(scores) / len(scores) if scores else 0.0, scores[-1] if scores else 0.0)
+            if not any(all(r is None or _close(float(r), e, tolerance=self.oracle.tolerance) for r, e in zip(read, ref))
+                       for ref in ((0, 0.0, 0.0), own)):
+                self.oracle.mismatch(
+                    f"task {task.task_id} ({getattr(task, 'label', '?')!r}) left the pool but reads (num_completions, "
+                    f"mean_score, last_score) {read} {where}; expected zeros or its own {own}")
 
     def _check_mean_scores(self, ids: list[Any], values: list[float], where: str) -> None:
         """Each task's score is the mean of its credited scores, normalised (0 before any)."""

@@ -352,6 +352,18 @@ def _mean_score_over_one_more(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(CurriculumAlgorithm, "mean_scores", biased)
 
 
+def _left_task_reads_successor(monkeypatch: pytest.MonkeyPatch) -> None:
+    from curriculum.tracker import EMPTY, TaskTracker
+
+    def successor_stats(self: TaskTracker, slot: int, task_id: int) -> tuple[int, float, float]:
+        if self.task_ids.item(slot) == EMPTY:  # bug: checks for an empty slot, not for the task's own id
+            return 0, 0.0, 0.0
+        n = self.completions.item(slot)
+        return n, (self.score_sum.item(slot) / n if n else 0.0), self.last_score.item(slot)
+
+    monkeypatch.setattr(TaskTracker, "task_stats", successor_stats)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -373,6 +385,7 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "min_presentations ignored": (_min_presentations_ignored, "lp-direct", "before min_presentations=10"),
     "previous_stage_mix ignored": (_previous_stage_mix_ignored, "staged-mixed", "previous_stage_mix=0.5"),
     "uniform's task score off its mean score": (_mean_score_over_one_more, "time-limit", "(its mean score)"),
+    "an evicted task reads its successor's numbers": (_left_task_reads_successor, "lp-direct", "left the pool"),
 }
 
 
