@@ -185,7 +185,7 @@ def test_gate_passes_on_the_builtin_curriculum_from_any_directory(tmp_path: Path
     code, report = _gate(tmp_path, monkeypatch, "--", "-k", "checkpoint_resume or config_at_reset", "-q")
     assert code == 0, report
     assert report.startswith("## Curriculum gate passed: no test failed\n")
-    assert "| checkpoint_resume | passed | 2 passed |  |" in report
+    assert "| checkpoint_resume | passed | 3 passed |  |" in report
     assert "| config_at_reset | passed | 2 passed |  |" in report
     assert (tmp_path / "junit.xml").is_file()
     assert not (tmp_path / ".hypothesis").exists() and not (tmp_path / ".pytest_cache").exists()
@@ -195,7 +195,7 @@ def test_gate_fails_on_a_broken_curriculum_with_its_numbers(tmp_path: Path, monk
     code, report = _gate(tmp_path, monkeypatch, "--curriculum", "harness.faults:make_lossy_checkpoint_curriculum",
                          "--", "-k", "checkpoint_resume", "-q")
     assert code == 1
-    assert report.startswith("## Curriculum gate FAILED: 2 test(s) failed\n")  # learning progress and staged
+    assert report.startswith("## Curriculum gate FAILED: 3 test(s) failed\n")  # learning progress twice, staged once
     for what in ("learning progress", "staged progression"):
         assert re.search(rf"^AssertionError: {what}: resumed run diverged from the uninterrupted one at episode \d+ "
                          r".*seed 0$", report, re.MULTILINE), report
