@@ -80,7 +80,7 @@ class SingleTaskGenerator(TaskGenerator):
             raise CurriculumConfigError(f"Expected `env_cfg` to be a mapping, received {type(env_cfg).__name__}")
         if label is not None:
             _check_label(label)
-        self.env_cfg = dict(env_cfg)
+        self.env_cfg = copy.deepcopy(dict(env_cfg))  # the caller may change its own dicts later
         self.label = label if label is not None else str(env_cfg.get("label", "default"))
 
     def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
@@ -221,7 +221,7 @@ class BucketedTaskGenerator(TaskGenerator):
                 )
         self.buckets = {k: (v if isinstance(v, ValueRange) else list(v)) for k, v in buckets.items()}
         self.value_labels = _check_value_labels(value_labels, self.buckets)
-        self.base_cfg = dict(base_cfg)
+        self.base_cfg = copy.deepcopy(dict(base_cfg))  # the caller may change its own dicts later
         if label is None and self.value_labels:
             self.label = ""
         else:

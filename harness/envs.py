@@ -467,6 +467,8 @@ class GymExactAccountingEnv(gymnasium.Env):
                                         seed=seed)
         self.observation_space = self.inner.single_observation_space
         self.action_space = _ACTION_SPACE
+        self.resets: list[tuple[int | None, dict[str, Any] | None]] = []
+        """The `seed` and `options` of every `reset()` call, in order (what a wrapper passed on)."""
 
     def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
         """Validate `env_cfg` now and apply it at the next `reset()`."""
@@ -474,6 +476,7 @@ class GymExactAccountingEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
+        self.resets.append((seed, options))
         observations, _ = self.inner.reset()
         return observations[0].copy(), {}
 

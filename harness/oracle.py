@@ -17,7 +17,9 @@ imported from `curriculum`), every number the curriculum and the stats pipeline 
   env records (episodes, completions, desync cuts, per-label counts, mean score).
 - The curriculum side: `watch(curriculum)` returns a recording stand-in for the curriculum
   under test (same methods; use it in place of the curriculum in one process). It logs every
-  hand-out and every update, observes the pool after each call, and checks on the spot: a late
+  hand-out and every update, observes the pool after each call, and checks on the spot: each
+  handed-out task's config and label against what a private copy of its generator gives its id
+  (a config that changed after it was generated, or one of another id), a late
   completion only for a task that left the pool, per-task completion counts, mean and last
   scores against the credited updates, a new task starting from nothing (eviction
   bookkeeping), a task that left the pool never reading its successor's numbers, ids never
@@ -38,6 +40,7 @@ Mismatches name the metric, the oracle's value, the reported value, where, and t
 
 from __future__ import annotations
 
+import copy
 import math
 import pickle
 from collections import Counter, defaultdict, deque
@@ -517,6 +520,34 @@ class AccountingOracle:
                 _check_task(self, task, by_task.get(task.task_id, []), where, ordered=False)
 
 
+def _reference_generators(generator: Any, algorithm: Any) -> dict[str, Any]:
+    """Private copies of the generators a curriculum hands tasks out of: its `task_generator`
+    (key ""), or each stage's, by the labels it gives (staged progression). Empty when unknown."""
+    stages = getattr(algorithm, "stages", None)
+    if stages is None:
+        return {"": copy.deepcopy(generator)} if callable(getattr(generator, "generate", None)) else {}
+    generators: dict[str, Any] = {}
+    for stage in stages:
+        private = copy.deepcopy(stage.task_generator)
+        for label in private.labels:
+            generators.setdefault(label, private)
+    return generators
+
+
+def _contains(env_cfg: Mapping[str, Any], expected: Mapping[str, Any]) -> bool:
+    """Every setting of `expected` is in `env_cfg` with its value (nested configs compared the same way)."""
+    for key, value in expected.items():
+        if key not in env_cfg:
+            return False
+        held = env_cfg[key]
+        if isinstance(value, Mapping) and isinstance(held, Mapping):
+            if not _contains(held, value):
+                return False
+        elif held != value:
+            return False
+    return True
+
+
 def _pool_entries(stats: Mapping[str, Any]) -> dict[str, Any]:
     """`stats()` as the wrapper reports it in the infos: flattened, totals renamed."""
     out = {}
@@ -580,6 +611,9 @@ class WatchedCurriculum:
         self.staged = _StagedReference.from_config(algorithm) if hasattr(algorithm, "stages") else None
         score_range = getattr(getattr(inner, "config", None), "score_range", None)
         self.mean_scored = getattr(algorithm, "name", None) in _MEAN_SCORED and score_range is not None
+        self.generators = _reference_generators(getattr(getattr(inner, "config", None), "task_generator", None),
+                                                algorithm)
+        """Private copies of the generators, by label ("" for the only one): what each id's task is."""
         self._observe_pool("at the start")
 
     def __getattr__(self, name: str) -> Any:  # test double: everything not recorded goes to the curriculum
@@ -597,6 +631,13 @@ class WatchedCurriculum:
         known = self.identity.setdefault(task_id, identity)
         if known != identity:
             oracle.mismatch(f"get_task() handed out task {task_id} as {identity[1]}, earlier as {known[1]}")
+        generator = self.generators.get(label, self.generators.get(""))
+        if generator is not None and isinstance(env_cfg, Mapping):
+            expected, expected_label = generator.generate(task_id)
+            if expected_label != label or not _contains(env_cfg, expected):
+                oracle.mismatch(f"get_task() handed out task {task_id} as {label!r} {dict(env_cfg)!r}; its generator "
+                                f"gives that id {expected_label!r} {expected!r} (a task's config changed after it was "
+                                "generated, or is another id's)")
         if task_id in self.departed:
             oracle.mismatch(f"get_task() handed out task {task_id}, which had left the pool")
         self._observe_pool(f"after handing out task {task_id}", stage_before=stage_before)

@@ -1,6 +1,7 @@
 """Task spaces the scenarios run on: a simulated student plus the generator of its tasks.
 
-A task's env config is `{"task_index": i}`: the student task it trains, plus its `label`
+A task's env config is `{"task_index": i}`: the student task it trains (or, with an
+`index_path` such as `"student.task_index"`, the same setting nested in a sub-config), plus its `label`
 (`harness.episodes.LabelledTaskGenerator`), so every episode record names the task it ran. Labels group the task indices for per-label metrics; impossible ones end in
 `IMPOSSIBLE_SUFFIX`.
 """
@@ -29,10 +30,14 @@ class TaskSpace:
     generator: TaskGenerator
     learnable_labels: tuple[str, ...]
     impossible_labels: tuple[str, ...]
+    index_path: str = "task_index"
+    """Where a task's env config holds its student task: a dotted path into nested configs."""
 
-    @staticmethod
-    def task_index(env_cfg: dict[str, Any]) -> int:
-        return env_cfg["task_index"]
+    def task_index(self, env_cfg: dict[str, Any]) -> int:
+        value: Any = env_cfg
+        for key in self.index_path.split("."):
+            value = value[key]
+        return value
 
 
 def impossible_task_space(
@@ -42,11 +47,14 @@ def impossible_task_space(
     mode: str = "zero",
     learning_rate: float = 0.004,
     seed: int = 0,
+    index_path: str = "task_index",
 ) -> TaskSpace:
     """Independent learnable tasks (label `learnable`) plus impossible ones (`<mode>_IMPOSSIBLE`).
 
     `mode` "zero": impossible rewards are always 0; "noise": a constant plus noise.
-    Tasks are drawn in proportion to how many indices each group has.
+    Tasks are drawn in proportion to how many indices each group has. A dotted `index_path`
+    nests the student task in a base sub-config (`{"student": {"task_index": 0, ...}}`) that
+    every task's bucket draw writes into: the same tasks, drawn the same way.
     """
     total = num_learnable + num_impossible
     simulator = TaskDependencySimulator(
@@ -58,16 +66,20 @@ def impossible_task_space(
         seed=seed,
     )
     impossible_label = f"{mode}{IMPOSSIBLE_SUFFIX}"
+    *outer, leaf = index_path.split(".")
+    base: dict[str, Any] = {leaf: -1, "mode": mode} if outer else {}  # the sub-config, a sibling beside the index
+    for key in reversed(outer):
+        base = {key: base}
     generator = LabelledTaskGenerator(WeightedTaskSetGenerator(
         [
-            (BucketedTaskGenerator({}, {"task_index": list(range(num_learnable))}, label="learnable", seed=seed),
+            (BucketedTaskGenerator(base, {index_path: list(range(num_learnable))}, label="learnable", seed=seed),
              num_learnable),
-            (BucketedTaskGenerator({}, {"task_index": list(range(num_learnable, total))}, label=impossible_label,
+            (BucketedTaskGenerator(base, {index_path: list(range(num_learnable, total))}, label=impossible_label,
                                    seed=seed), num_impossible),
         ],
         seed=seed,
     ))
-    return TaskSpace(simulator, generator, ("learnable",), (impossible_label,))
+    return TaskSpace(simulator, generator, ("learnable",), (impossible_label,), index_path)
 
 
 def chain_task_space(*, num_tasks: int = 10, seed: int = 0, **simulator_kwargs: Any) -> TaskSpace:

@@ -135,6 +135,9 @@ class SharedTrackerLimits:
     pool: int = 1
     """One task, so every writer collides on the same counters (without the lock, updates are
     lost in most runs, though not all: the stuck-holder check is the deterministic one)."""
+    journal_pool: int = 16
+    """Pool of the stuck-writer check, whose open update writes every row: more rows than the
+    shared tracker journals one by one (8), so it journals them all at once mid-update."""
     lock_timeout: float = 1.0
     """Seconds a writer waits for a lock held by a live, stuck process before it errors."""
     max_wait_after_kill: float = 5.0
@@ -294,6 +297,15 @@ class EnvWrapperLimits:
     vec_steps: int = 600
     epoch_steps: int = 150
     """Vec steps per stats epoch of the per-label check."""
+    metric_inputs: int = 500
+    """Random sparse distributions the Gini and entropy definitions are checked on."""
+    churn_episodes: int = 1500
+    """Episodes of the churning run whose tasks are checked against their generator."""
+    churn_pool: int = 16
+    churn_min_presentations: int = 4
+    churn_eviction_percentile: float = 50.0
+    min_churn_evictions: int = 8
+    """Evictions the churning run needs for its check to mean something (17 the fewest over seeds 0-19)."""
 
 
 ENV_WRAPPER = EnvWrapperLimits()

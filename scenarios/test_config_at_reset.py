@@ -5,16 +5,22 @@ The exact-accounting env reports the config it is running in every observation, 
 that starts on the previous task's config, or whose config changes mid-episode, is visible.
 The same holds through the gymnasium wrapper (`GymCurriculumEnv`, what stable-baselines3 and
 other gymnasium trainers use), with terminal ends, time-limit truncations and desync cuts,
-under the accounting oracle.
+under the accounting oracle; the wrapper passes each `reset(seed=, options=)` on to the env
+as given.
+
+And the task handed out is the one its id names: under churn, with its settings nested in a
+sub-config, every task's config is what a private copy of the generator gives its id (a
+generator that copies configs shallowly lets drawing one task rewrite another's).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, UniformConfig
+from curriculum import BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, LearningProgressConfig, UniformConfig
 from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
+from harness.task_spaces import impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
 
 
@@ -83,11 +89,12 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     watcher = oracle(score_fn=_score, context="GymCurriculumEnv")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))))
-    env = GymCurriculumEnv(GymExactAccountingEnv(seed=scenario_seed), curriculum, seed=scenario_seed,
-                           score_fn=_score, stats_interval=7)
-    ran = []
+    inner = GymExactAccountingEnv(seed=scenario_seed)
+    env = GymCurriculumEnv(inner, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
+    ran, resets = [], []
     for index in range(LIMITS.episodes):
-        obs, info = env.reset(seed=scenario_seed if index == 0 else None)
+        resets.append((scenario_seed if index == 0 else None, {"episode": index} if index % 2 else None))
+        obs, info = env.reset(seed=resets[-1][0], options=resets[-1][1])
         watcher.observe(info)
         configs = set()
         done = False
@@ -102,4 +109,32 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
         assert configs == [expected], (
             f"GymCurriculumEnv: episode {index} was handed task {task.task_id} with config {expected} "
             f"(episode_length, reward_per_step) but ran {configs}, seed {scenario_seed}")
+    passed = next((i for i, (given, got) in enumerate(zip(resets, inner.resets)) if given != got), None)
+    assert passed is None and len(inner.resets) == len(resets), (
+        f"GymCurriculumEnv: reset {passed} was called with (seed, options) {resets[passed]}, the env received "
+        f"{inner.resets[passed]}, seed {scenario_seed}" if passed is not None else
+        f"GymCurriculumEnv: {len(resets)} reset() calls, the env was reset {len(inner.resets)} times, "
+        f"seed {scenario_seed}")
+    watcher.verify()
+
+
+def test_every_task_is_the_one_its_id_names(curriculum_factory, scenario_seed, oracle) -> None:
+    """Under churn (5 learnable of 50 tasks, evictions every few episodes), with the student
+    task nested in a sub-config beside a sibling setting, every handed-out task's config and
+    label are what a private copy of the generator gives its id (the oracle's check), and the
+    run's numbers are the oracle's."""
+    space = impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed,
+                                  index_path="student.task_index")
+    watcher = oracle(context="nested configs under churn")
+    curriculum = watcher.watch(curriculum_factory(CurriculumConfig(
+        task_generator=space.generator, algorithm=LearningProgressConfig(), seed=scenario_seed,
+        num_active_tasks=LIMITS.churn_pool, min_presentations=LIMITS.churn_min_presentations,
+        eviction_percentile=LIMITS.churn_eviction_percentile)))
+    for _ in range(LIMITS.churn_episodes):
+        task = curriculum.get_task()
+        curriculum.update_task_performance(task.task_id, space.simulator.sample_task(space.task_index(task.env_cfg)))
+    assert curriculum.evictions >= LIMITS.min_churn_evictions, (
+        f"only {curriculum.evictions} evictions in {LIMITS.churn_episodes} episodes (at least "
+        f"{LIMITS.min_churn_evictions} needed for new tasks to be generated beside handed-out ones), "
+        f"seed {scenario_seed}")
     watcher.verify()

@@ -4,6 +4,11 @@
 epoch they must equal, to the unit, the episodes of that label that ran (seeds/000: summed,
 not averaged). Per-label LP scores must be present and finite for every label seen (when the curriculum has
 learning progress at all). The accounting oracle recomputes every metric of every epoch.
+
+The oracle's Gini and entropy references are checked against the library's on distributions
+runs rarely produce: labels or tasks with no samples (zeros), point masses, ties, tiny and huge
+scales. A dashboard reading "evenly spread" for a pool where most tasks get nothing is the
+failure this prevents.
 """
 
 from __future__ import annotations
@@ -13,10 +18,11 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from curriculum import CurriculumConfig, LearningProgressConfig
+from curriculum import CurriculumConfig, LearningProgressConfig, gini_coefficient, normalized_entropy
 from curriculum.stats import accumulate_rollout_stats, process_training_stats
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import TaskDependencyEnv
+from harness.oracle import reference_entropy, reference_gini
 from harness.task_spaces import chain_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
 
@@ -82,3 +88,27 @@ def test_per_label_counters_are_exact_and_lp_is_reported(curriculum_factory, cur
             f"seed {scenario_seed}"
         )
     golden({"epochs": [{k: v for k, v in m.items() if "per_label_samples" in k} for m, _ in epochs]})
+
+
+def _sparse_distributions(seed: int, count: int) -> list[list[float]]:
+    """Sample counts or probabilities of 1-64 entries: some zero, some tied, scaled 1e-6 to 1e6."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(count):
+        n = int(rng.integers(1, 65))
+        values = rng.choice([1.0, 2.0, rng.random()], size=n) if rng.random() < 0.3 else rng.random(n)
+        values[rng.random(n) < rng.random()] = 0.0  # a random share of entries never sampled
+        out.append((values * 10.0 ** rng.integers(-6, 7)).tolist())
+    return out
+
+
+def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenario_seed) -> None:
+    """`gini_coefficient` and `normalized_entropy` (what `stats()` and the pipeline report) equal
+    the oracle's written-out references on every input, zero entries counting towards n."""
+    for values in _sparse_distributions(scenario_seed, LIMITS.metric_inputs):
+        for name, metric, reference in (("gini_coefficient", gini_coefficient, reference_gini),
+                                        ("normalized_entropy", normalized_entropy, reference_entropy)):
+            got, expected = metric(values), reference(values)
+            assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12), (
+                f"{name} of {len(values)} entries ({values.count(0.0)} zero): {got!r}, by its definition "
+                f"{expected!r}; input {values}, seed {scenario_seed}")

@@ -56,12 +56,12 @@ class _Children:
                 process.join(timeout=10)
 
 
-def _shared_curriculum(curriculum_factory, require_capability, seed: int):
+def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, pool: int = LIMITS.pool):
     parameters = inspect.signature(curriculum_factory).parameters
     require_capability("shared_memory" in parameters,
                        "this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
     config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
-                              algorithm=UniformConfig(), num_active_tasks=LIMITS.pool, seed=seed)
+                              algorithm=UniformConfig(), num_active_tasks=pool, seed=seed)
     options = {"lock_timeout": LIMITS.lock_timeout} if "lock_timeout" in parameters else {}
     return curriculum_factory(config, shared_memory=True, **options)
 
@@ -212,11 +212,14 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
 
 
 def _write_then_hang(curriculum, slot: int, ready, seconds: float) -> None:
-    """A writer stuck inside an update: it wrote slot `slot` twice and never committed."""
+    """A writer stuck inside an update: it wrote slot `slot` twice, then every slot of the pool
+    (more rows than one update usually touches), and never committed."""
     tracker = curriculum.tracker
     tracker.lock.acquire()
     tracker.record(slot, 1.0)
     tracker.record(slot, 0.0)
+    for other in range(tracker.capacity):
+        tracker.record(other, 1.0)
     ready.set()
     time.sleep(seconds)
 
@@ -224,13 +227,14 @@ def _write_then_hang(curriculum, slot: int, ready, seconds: float) -> None:
 def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory, require_capability,
                                                               scenario_seed) -> None:
     """Lock-free readers see a stuck writer's open update as not yet made, and a writer killed
-    mid-update leaves every statistic exactly as it was committed before."""
-    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    mid-update leaves every statistic exactly as it was committed before. The update writes one
+    row twice, then every row of a `LIMITS.journal_pool`-task pool."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool)
     tracker = curriculum.tracker
     holder = None
     try:
         rng = np.random.default_rng(scenario_seed)
-        for score in rng.random(4 * LIMITS.pool).tolist():
+        for score in rng.random(4 * LIMITS.journal_pool).tolist():
             curriculum.update_task_performance(curriculum.get_task().task_id, score)
         slot = 0
         task_id = tracker.task_id_at(slot)

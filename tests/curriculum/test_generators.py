@@ -105,6 +105,22 @@ def test_bucketed_value_lists_cover_every_value_and_set_dotted_paths() -> None:
     assert base == {"game": {"name": "maze", "size": 0}, "seed": 1}  # the base config is never modified
 
 
+@pytest.mark.parametrize("make", [
+    lambda base: BucketedTaskGenerator(base, {"game.size": [5, 7, 9]}, label="maze"),
+    lambda base: SingleTaskGenerator(base, label="maze"),
+], ids=["bucketed", "single"])
+def test_generated_configs_are_values_no_task_or_caller_shares(make) -> None:
+    base = {"game": {"name": "maze", "size": 0}}
+    generator = make(base)
+    first, _ = generator.generate(0)
+    snapshot = repr(first)
+    first["game"]["name"] = "edited by the env"  # an env that writes into the config it was given
+    base["game"]["name"] = "edited by the caller"  # a caller reusing its dict for the next generator
+    later = [generator.generate(i)[0] for i in range(1, 50)]
+    assert all(cfg["game"]["name"] == "maze" for cfg in later)
+    assert repr(generator.generate(0)[0]) == snapshot  # the same id, the same task
+
+
 def test_bucketed_value_ranges_draw_ints_for_int_ends_and_floats_otherwise() -> None:
     generator = BucketedTaskGenerator({}, {"count": ValueRange(2, 5), "speed": ValueRange(0.5, 1.5),
                                            "fixed": ValueRange(3.0, 3.0)})

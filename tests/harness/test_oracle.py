@@ -364,6 +364,22 @@ def _left_task_reads_successor(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(TaskTracker, "task_stats", successor_stats)
 
 
+def _replacement_keeps_old_config(monkeypatch: pytest.MonkeyPatch) -> None:
+    from curriculum.curriculum import Curriculum as Real
+    from curriculum.task import CurriculumTask
+
+    make_task = Real._make_task
+
+    def cached(self: Any, slot: int, task_id: int) -> CurriculumTask:
+        previous = self._tasks[slot]
+        task = make_task(self, slot, task_id)
+        if previous is not None:  # bug: the slot's config is cached, a replacement runs its predecessor's
+            task.env_cfg, task.label = previous.env_cfg, previous.label
+        return task
+
+    monkeypatch.setattr(Real, "_make_task", cached)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -386,6 +402,8 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "previous_stage_mix ignored": (_previous_stage_mix_ignored, "staged-mixed", "previous_stage_mix=0.5"),
     "uniform's task score off its mean score": (_mean_score_over_one_more, "time-limit", "(its mean score)"),
     "an evicted task reads its successor's numbers": (_left_task_reads_successor, "lp-direct", "left the pool"),
+    "a replacement task runs its predecessor's config": (_replacement_keeps_old_config, "lp-direct",
+                                                          "its generator gives that id"),
 }
 
 
