@@ -67,6 +67,9 @@ __all__ = [
 
 DESYNC_MODES: Final = ("none", "legacy", "truncate")
 EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
+DESYNC_SIGNALS: Final = ("info", "attribute")
+"""How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info, or
+its `desync_truncation` attribute set at that step (both are part of the wrappers' contract)."""
 """How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
 DONE_FLAG_MODES: Final = ("hold", "pulse")
 """`hold`: an agent's done flag stays set from its end until the episode ends; `pulse`: it is
@@ -301,10 +304,15 @@ class ExactAccountingEnv(_HarnessEnv):
       After its end an agent earns 0. Agent i's return is exactly `reward_i * length_i`.
     - `end`: how agents end (`EPISODE_ENDS`): "terminal", "truncated" (a plain time limit: the
       episode is full and must be recorded) or "desync" (a truncation cut to stagger workers,
-      flagged `truncated_by_desync` in the info: must never be recorded).
+      flagged `truncated_by_desync` in the info, or with `desync_signal="attribute"` by the
+      env's `desync_truncation` attribute: must never be recorded).
 
     `done_flags` (constructor, `DONE_FLAG_MODES`) says whether an agent's flag stays set until
-    the episode ends ("hold") or is set at its end step only ("pulse").
+    the episode ends ("hold") or is set at its end step only ("pulse"). `after_done_reward`
+    (constructor) is written for agents already done while others play: a wrapper must ignore
+    it (it is in no return). With `reports_returns` the env defines `get_episode_rewards()`,
+    each agent's running total of every reward written for it, after-done ones included (so
+    read at the agent's done step it is its return, read later it is not).
 
     The observation of agent i is `[length_i, reward_i, step_in_episode]`, so a test can see
     which config an episode really ran with. Counters (`episodes_completed`, `steps_taken`,
@@ -322,18 +330,31 @@ class ExactAccountingEnv(_HarnessEnv):
         end: str = ENDED_TERMINAL,
         num_agents: int = 1,
         done_flags: str = "hold",
+        after_done_reward: float = 0.0,
+        reports_returns: bool = False,
+        desync_signal: str = "info",
         buf: dict[str, np.ndarray] | None = None,
         seed: int | None = 0,
     ) -> None:
         num_agents = _positive_int("num_agents", num_agents)
         if done_flags not in DONE_FLAG_MODES:
             raise ValueError(f"Expected `done_flags` to be one of {DONE_FLAG_MODES!r}, received {done_flags!r}")
+        if desync_signal not in DESYNC_SIGNALS:
+            raise ValueError(f"Expected `desync_signal` to be one of {DESYNC_SIGNALS!r}, received {desync_signal!r}")
+        self._signal_attribute = desync_signal == "attribute"
+        self.desync_truncation = False
+        """With `desync_signal="attribute"`: True from a desync cut's step to the next reset."""
         self._num = num_agents
         self._defaults = self._settings(reward_per_step, episode_length, end, source="`{}`")
         self._pulse = done_flags == "pulse"
+        self._after_done = self._check_reward("after_done_reward", after_done_reward, "`{}`")
         self._apply(self._defaults)
         self._step = 0
         self._returns = np.zeros(num_agents, dtype=np.float64)
+        self._written = np.zeros(num_agents, dtype=np.float64)
+        """Every reward written per agent this episode (after-done ones included)."""
+        if reports_returns:
+            self.get_episode_rewards = self._written.copy
         self.episodes_completed = 0
         self.steps_taken = 0
         self.total_reward = 0.0
@@ -400,6 +421,8 @@ class ExactAccountingEnv(_HarnessEnv):
             self._apply(config)
         self._step = 0
         self._returns.fill(0.0)
+        self._written.fill(0.0)
+        self.desync_truncation = False
         self._episode_running = True
         self._obs_length[:] = self._lengths_now
         self._obs_reward[:] = self._rewards_now
@@ -423,6 +446,7 @@ class ExactAccountingEnv(_HarnessEnv):
             reward = float(self._rewards_now[0])
             self.rewards.fill(reward)
             self._returns += reward
+            self._written += reward
             self.total_reward += reward * self._num
             if step < self._length:
                 return self.observations, self.rewards, self.terminals, self.truncations, []
@@ -430,7 +454,8 @@ class ExactAccountingEnv(_HarnessEnv):
         else:
             running = self._lengths_now >= step
             paid = np.where(running, self._rewards_now, 0.0)
-            self.rewards[:] = paid
+            self.rewards[:] = np.where(running, self._rewards_now, self._after_done)
+            self._written += self.rewards
             self._returns += paid
             self.total_reward += float(paid.sum())
             flags[:] = (self._lengths_now == step) if self._pulse else (self._lengths_now <= step)
@@ -446,7 +471,9 @@ class ExactAccountingEnv(_HarnessEnv):
             "exact_accounting": {"episode_return": sum(returns) / self._num, "episode_length": step},
             EPISODE_RECORD_KEY: self._record(settings, returns, end, step),
         }
-        if end == ENDED_DESYNC:
+        if end == ENDED_DESYNC and self._signal_attribute:
+            self.desync_truncation = True
+        elif end == ENDED_DESYNC:
             info["exact_accounting"]["truncated_by_desync"] = True
         return self.observations, self.rewards, self.terminals, self.truncations, [info]
 
@@ -455,20 +482,26 @@ class GymExactAccountingEnv(gymnasium.Env):
     """`ExactAccountingEnv` (one agent) as a gymnasium env, for `GymCurriculumEnv`.
 
     Same settings, dynamics, observation (`[length, reward, step]`) and `EpisodeRecord`; the
-    info of the last step is one dict (a desync cut carries `truncated_by_desync`), the
-    action is ignored. `set_env_config` applies at the next `reset()`, as for the PufferEnv.
+    info of the last step is one dict (a desync cut carries `truncated_by_desync`, or sets the
+    `desync_truncation` attribute with `desync_signal="attribute"`), the action is ignored.
+    `set_env_config` applies at the next `reset()`, as for the PufferEnv.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, *, reward_per_step: float = 1.0, episode_length: int = 10, end: str = ENDED_TERMINAL,
-                 seed: int | None = 0) -> None:
+                 desync_signal: str = "info", seed: int | None = 0) -> None:
         self.inner = ExactAccountingEnv(reward_per_step=reward_per_step, episode_length=episode_length, end=end,
-                                        seed=seed)
+                                        desync_signal=desync_signal, seed=seed)
         self.observation_space = self.inner.single_observation_space
         self.action_space = _ACTION_SPACE
         self.resets: list[tuple[int | None, dict[str, Any] | None]] = []
         """The `seed` and `options` of every `reset()` call, in order (what a wrapper passed on)."""
+
+    @property
+    def desync_truncation(self) -> bool:
+        """True from a desync cut's step to the next reset (with `desync_signal="attribute"`)."""
+        return self.inner.desync_truncation
 
     def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
         """Validate `env_cfg` now and apply it at the next `reset()`."""

@@ -118,6 +118,10 @@ class CheckpointLimits:
     """Of its finished episodes, the share never reported (cut by a desync)."""
     in_flight_checkpoints: int = 10
     """Checkpoints of that run, each restored into a fresh curriculum (evenly spread)."""
+    pool: int = 32
+    """Pool of the run whose checkpoint is restored under changed configs."""
+    min_changed_fields: int = 6
+    """Config fields (curriculum's and algorithm's) the changed-config check must be able to change."""
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()
@@ -182,6 +186,9 @@ class StageSyncLimits:
     """Multiprocessing workers (2 envs each)."""
     stage_episode_lengths: tuple[int, ...] = (5, 7, 9)
     """One stage per length: an episode's length tells which stage it ran."""
+    stage_length_spread: int = 1
+    """Staggered stages (the stage-sync check): a stage's tasks last its length up to this many
+    steps more (lengths stay distinct across stages)."""
     pool: int = 8
     """Tasks in the pool (distinct configs of the stage: each episode tells which task it ran)."""
     min_episodes: int = 24
@@ -262,6 +269,8 @@ class MultiAgentLimits:
     """Steps (vec steps) per run; episodes last 3-5 steps."""
     min_episodes: int = 20
     """Episodes one env at least completes in `steps` (24 with the slowest tasks)."""
+    after_done_reward: float = 0.5
+    """Written for agents already done while others play: in no return."""
 
 
 MULTI_AGENT = MultiAgentLimits()

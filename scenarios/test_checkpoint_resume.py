@@ -5,13 +5,20 @@ statistics, so a resumed run quietly diverges from what training would have done
 checkpoints in the middle of rollouts, so one run checkpoints ten times with episodes running:
 any state that a simple one-episode-at-a-time loop keeps equal to another (hand-outs and
 completions since the last refresh, the eviction shortlist) must still be saved on its own.
+
+And a checkpoint belongs to its config: restoring it into a curriculum whose config differs in
+any one field (of the curriculum's config or its algorithm's, each changed to another valid
+value) must be refused, or a run resumes under settings it was never saved with.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from typing import Any
+
+import pytest
 
 from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig
 from harness.protocol import missing_capabilities
@@ -160,3 +167,80 @@ def test_resumed_staged_run_matches_uninterrupted_run(curriculum_factory, requir
               if final_original.get(key) != final_resumed.get(key)}
     assert not differ, (f"staged progression: stage numbers after resuming differ from the uninterrupted run "
                         f"(uninterrupted, resumed): {differ}, seed {scenario_seed}")
+
+
+def _other_values(value: Any) -> list[Any]:
+    """Valid-looking alternatives to a config field's value, by type (none for generators,
+    stages and other objects)."""
+    if isinstance(value, bool):
+        return [not value]
+    if isinstance(value, int):
+        return [value + 1, value * 2, value - 1]
+    if isinstance(value, float):
+        return [value * 0.5, value * 0.9, value + 0.01, 0.5] if value else [0.5, 0.01]
+    if isinstance(value, tuple) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+        return [(value[0], value[1] + 1.0), (value[0] - 1.0, value[1])]
+    return []
+
+
+def _changed_configs(config: CurriculumConfig) -> tuple[dict[str, CurriculumConfig], list[str]]:
+    """`config` with one field changed to another valid value, for every field that has one (by
+    field name, `algorithm.` for the algorithm's); and the fields that could not be changed."""
+    changed, unchanged = {}, []
+    for owner, prefix in ((config, ""), (config.algorithm, "algorithm.")):
+        for field in dataclasses.fields(owner):
+            for value in _other_values(getattr(owner, field.name)):
+                try:
+                    replaced = dataclasses.replace(owner, **{field.name: value})
+                    if prefix:
+                        replaced = dataclasses.replace(config, algorithm=replaced)
+                except CurriculumConfigError:
+                    continue
+                changed[prefix + field.name] = replaced
+                break
+            else:
+                unchanged.append(prefix + field.name)
+    return changed, unchanged
+
+
+@pytest.mark.parametrize("setup", ["learning_progress", "staged"])
+def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_factory, require_capability,
+                                                                 scenario_seed, setup) -> None:
+    """A checkpoint taken after some episodes is restored into curricula whose configs each
+    differ from the saving one in one field: every restore must raise."""
+    if setup == "staged":
+        space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
+    else:
+        space = impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)
+        config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                                  num_active_tasks=LIMITS.pool, seed=scenario_seed)
+    try:
+        original = curriculum_factory(config)
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"{setup}: the factory refused the config: {type(error).__name__}: {error}")
+    lacking = missing_capabilities(original, ("get_state", "load_state"))
+    require_capability(not lacking, f"checkpoint/resume needs {lacking}")
+    _play(original, space.simulator, LIMITS.episodes_before)
+    saved = json.loads(json.dumps(original.get_state()))
+    changed, unchanged = _changed_configs(config)
+    assert len(changed) >= LIMITS.min_changed_fields, (
+        f"{setup}: only {sorted(changed)} could be changed to another valid value (fields left: {unchanged})")
+    accepted = []
+    for name, other in changed.items():
+        try:
+            resumed = curriculum_factory(other)
+        except (CurriculumConfigError, NotImplementedError):
+            continue  # a config this curriculum does not take cannot resume anything
+        try:
+            resumed.load_state(saved)
+        except Exception:  # refused, as it must be (the error's name and message are the curriculum's own)
+            continue
+        accepted.append(f"{name}={_field(other, name)!r} (saved with {_field(config, name)!r})")
+    assert not accepted, (
+        f"{setup}: a checkpoint was restored into curricula whose config differs from the saving one in "
+        f"{', '.join(accepted)}: a resumed run would use settings it was never saved with, seed {scenario_seed}")
+
+
+def _field(config: CurriculumConfig, name: str) -> Any:
+    owner, _, attribute = name.rpartition(".")
+    return getattr(config.algorithm if owner else config, attribute)

@@ -5,8 +5,9 @@ The exact-accounting env reports the config it is running in every observation, 
 that starts on the previous task's config, or whose config changes mid-episode, is visible.
 The same holds through the gymnasium wrapper (`GymCurriculumEnv`, what stable-baselines3 and
 other gymnasium trainers use), with terminal ends, time-limit truncations and desync cuts,
-under the accounting oracle; the wrapper passes each `reset(seed=, options=)` on to the env
-as given.
+under the accounting oracle; the env sits inside gymnasium's own wrappers (what
+`gymnasium.make` adds), signals desync cuts by its `desync_truncation` attribute, and the
+wrapper passes each `reset(seed=, options=)` on to the env as given.
 
 And the task handed out is the one its id names: under churn, with its settings nested in a
 sub-config, every task's config is what a private copy of the generator gives its id (a
@@ -15,6 +16,7 @@ generator that copies configs shallowly lets drawing one task rewrite another's)
 
 from __future__ import annotations
 
+import gymnasium
 import numpy as np
 
 from curriculum import BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, LearningProgressConfig, UniformConfig
@@ -89,8 +91,9 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     watcher = oracle(score_fn=_score, context="GymCurriculumEnv")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))))
-    inner = GymExactAccountingEnv(seed=scenario_seed)
-    env = GymCurriculumEnv(inner, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
+    inner = GymExactAccountingEnv(seed=scenario_seed, desync_signal="attribute")
+    made = gymnasium.wrappers.OrderEnforcing(gymnasium.wrappers.PassiveEnvChecker(inner))  # as gymnasium.make builds it
+    env = GymCurriculumEnv(made, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
     ran, resets = [], []
     for index in range(LIMITS.episodes):
         resets.append((scenario_seed if index == 0 else None, {"episode": index} if index % 2 else None))

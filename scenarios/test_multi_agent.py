@@ -5,9 +5,12 @@ episode when the first agent is done, or never sees the end when agents finish a
 steps and report it once (a done flag set for that one step only). Three agents earn known,
 different rewards and end at different steps (`ExactAccountingEnv`), holding their done flag
 or pulsing it once, through one env, pufferlib Serial and Multiprocessing with shared and
-centralized tracking (and, centralized, in asynchronous batches of half the workers). Every
-episode must be recorded exactly once with the mean of the three returns; the accounting oracle
-checks each one and every reported number.
+centralized tracking (and, centralized, in asynchronous batches of half the workers). The env
+keeps writing a reward for agents already done, which no return holds; with held flags it also
+reports returns itself (`get_episode_rewards`, running totals that go on growing after an
+agent's done step), with pulsed ones the wrapper sums the rewards. Every episode must be
+recorded exactly once with the mean of the three returns; the accounting oracle checks each
+one and every reported number.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
                            "this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
         options["shared_memory"] = True
     curriculum = curriculum_factory(agent_config(scenario_seed), **options)
-    context = f"{backend}{' (async batches)' if asynchronous else ''}/{tracking or 'local'}, {done_flags} flags"
+    context = f"{backend}{' (async batches)' if asynchronous else ''}/{tracking or 'local'}, {done_flags} flags" \
+              f"{', env-reported returns' if done_flags == 'hold' else ''}"
     watcher = oracle(context=context)
     in_process = backend != "Multiprocessing"
     target = watcher.watch(curriculum) if in_process else curriculum
@@ -67,6 +71,7 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
 
     def make_env(buf=None, seed=0):
         return ExactAccountingEnv(num_agents=LIMITS.num_agents, done_flags=done_flags, buf=buf,
+                                  after_done_reward=LIMITS.after_done_reward, reports_returns=done_flags == "hold",
                                   seed=seed + 1000 * scenario_seed)
 
     try:

@@ -3,8 +3,9 @@
 A staged curriculum runs on N workers (pufferlib Serial and Multiprocessing) under both
 supported designs: shared-memory tracking and centralized tracking. Every stage pays full
 score, so the curriculum advances as soon as `min_episodes` of a stage are recorded; each
-stage has its own episode length, so every episode tells which stage it ran, and a pool of
-distinct tasks per stage, so every episode tells which task it ran. Checked: episodes
+stage has its own episode lengths (two, so workers drift apart and some worker draws a task at
+almost every step), so every episode tells which stage it ran, and a pool of distinct tasks
+per stage, so every episode tells which task it ran. Checked: episodes
 recorded == episodes run exactly; each threshold crossing advances exactly once, at the
 completion the staged rule says (the accounting oracle replays it in one process); no worker
 starts an episode of a stage the global state has not reached, nor, one vec step after an
@@ -26,13 +27,19 @@ from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
 from harness.thresholds import STAGE_SYNC as LIMITS
 
-LENGTH_TO_STAGE = {length: stage for stage, length in enumerate(LIMITS.stage_episode_lengths)}
+LENGTH_TO_STAGE = {length + spread: stage for stage, length in enumerate(LIMITS.stage_episode_lengths)
+                   for spread in range(LIMITS.stage_length_spread + 1)}
 
 
-def staged_config(seed: int) -> CurriculumConfig:
-    """One stage per episode length, each with several distinct paying tasks."""
+def staged_config(seed: int, *, staggered: bool = False) -> CurriculumConfig:
+    """One stage per episode length, each with several distinct paying tasks; `staggered`: each
+    task's episodes last one of `LIMITS.stage_length_spread + 1` lengths from the stage's, so
+    workers soon end episodes at different steps (at any step after an advancement, some
+    worker draws a task)."""
+    spread = LIMITS.stage_length_spread if staggered else 0
     stages = [Stage(f"stage_{i}", LabelledTaskGenerator(BucketedTaskGenerator(
-        {"episode_length": length}, {"reward_per_step": [0.25, 0.5, 1.0]}, label=f"stage_{i}", seed=seed)))
+        {}, {"episode_length": [length + k for k in range(spread + 1)], "reward_per_step": [0.25, 0.5, 1.0]},
+        label=f"stage_{i}", seed=seed)))
         for i, length in enumerate(LIMITS.stage_episode_lengths)]
     return CurriculumConfig(
         algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=LIMITS.advancement_threshold,
@@ -60,7 +67,7 @@ def test_workers_agree_on_the_stage_and_record_every_episode_once(
         require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                            "this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
         options["shared_memory"] = True
-    curriculum = curriculum_factory(staged_config(scenario_seed), **options)
+    curriculum = curriculum_factory(staged_config(scenario_seed, staggered=True), **options)
     needed = ("stage",) + (("sync_state", "apply_sync_state") if tracking == "centralized" else ())
     lacking = [name for name in needed if getattr(curriculum, name, None) is None] + \
         missing_capabilities(curriculum, needed[1:])
