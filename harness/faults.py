@@ -8,6 +8,7 @@ meta-test asserts that the suite fails on it. A suite that passes on its canary 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from typing import Any
 
@@ -24,6 +25,7 @@ __all__ = [
     "make_dropped_updates_curriculum",
     "make_inverted_eviction_curriculum",
     "make_lossy_checkpoint_curriculum",
+    "make_config_blind_checkpoint_curriculum",
     "make_unlocked_shared_curriculum",
     "make_lock_leaking_curriculum",
     "make_unversioned_shared_curriculum",
@@ -111,6 +113,22 @@ class _LossyCheckpointCurriculum(Curriculum):
 def make_lossy_checkpoint_curriculum(config: CurriculumConfig) -> Curriculum:
     """Canary of the checkpoint/resume scenario."""
     return _LossyCheckpointCurriculum(config)
+
+
+class _ConfigBlindCheckpointCurriculum(Curriculum):
+    """Bug: a checkpoint is matched to its config by the task generator alone, so one saved
+    under other settings (eviction, refresh, the algorithm's rates) loads."""
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        if isinstance(state, dict) and isinstance(state.get("config"), dict):
+            own = json.loads(json.dumps(self.config.describe(), default=str))
+            state = {**state, "config": {**own, "task_generator": state["config"].get("task_generator")}}
+        super().load_state(state)
+
+
+def make_config_blind_checkpoint_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the checkpoint/resume scenario: restores a checkpoint under any settings."""
+    return _ConfigBlindCheckpointCurriculum(config)
 
 
 def make_unlocked_shared_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
@@ -446,7 +464,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
     "test_impossible_tasks": (("--gate-curriculum", "harness.faults:make_noise_rewarding_lp"),),
     "test_dependency_chain": (("--gate-curriculum", "harness.faults:make_dropped_updates_curriculum"),),
     "test_eviction_health": (("--gate-curriculum", "harness.faults:make_inverted_eviction_curriculum"),),
-    "test_checkpoint_resume": (("--gate-curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),),
+    "test_checkpoint_resume": (("--gate-curriculum", "harness.faults:make_lossy_checkpoint_curriculum"),
+                               ("--gate-curriculum", "harness.faults:make_config_blind_checkpoint_curriculum")),
     "test_shared_tracker_locking": (("--gate-curriculum", "harness.faults:make_unlocked_shared_curriculum"),
                                     ("--gate-curriculum", "harness.faults:make_lock_leaking_curriculum"),
                                     ("--gate-curriculum", "harness.faults:make_unversioned_shared_curriculum")),

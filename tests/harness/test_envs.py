@@ -248,6 +248,24 @@ def test_exact_accounting_agents_end_at_their_own_steps(done_flags: str) -> None
     assert env.total_reward == 4.75
 
 
+def test_exact_accounting_after_done_rewards_are_in_no_return_but_in_the_reported_totals() -> None:
+    env = ExactAccountingEnv(num_agents=3, reward_per_step=[1.0, 0.5, 0.25], episode_length=[2, 4, 3],
+                             after_done_reward=0.5, reports_returns=True)
+    env.reset()
+    paid, reported = [], []
+    for _ in range(4):
+        _, rewards, _, _, infos = env.step(np.zeros(3, dtype=np.int32))
+        paid.append(rewards.tolist())
+        reported.append(env.get_episode_rewards().tolist())
+    assert paid == [[1.0, 0.5, 0.25], [1.0, 0.5, 0.25], [0.5, 0.5, 0.25], [0.5, 0.5, 0.5]]
+    assert reported[1][0] == 2.0 and reported[2][2] == 0.75  # each agent's return, read at its done step
+    assert reported[-1] == [3.0, 2.0, 1.25]  # read later, it has grown
+    assert infos[0][EPISODE_RECORD_KEY].returns == (2.0, 2.0, 0.75)
+    env.reset()
+    assert env.get_episode_rewards().tolist() == [0.0] * 3
+    assert not hasattr(ExactAccountingEnv(), "get_episode_rewards")  # wrappers then sum the rewards
+
+
 @pytest.mark.parametrize(("end", "desync"), [("truncated", False), ("desync", True)])
 def test_exact_accounting_truncated_ends(end: str, desync: bool) -> None:
     env = ExactAccountingEnv(episode_length=2, end=end)
@@ -255,6 +273,18 @@ def test_exact_accounting_truncated_ends(end: str, desync: bool) -> None:
     assert (terminal, truncated) == (False, True)
     assert infos[0][EPISODE_RECORD_KEY].ended == end
     assert infos[0]["exact_accounting"].get("truncated_by_desync", False) is desync
+    assert env.desync_truncation is False  # the info flag is the signal
+
+
+def test_exact_accounting_desync_signalled_by_attribute() -> None:
+    env = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="attribute")
+    _, infos, _, truncated = run_episode(env)
+    assert truncated and env.desync_truncation is True
+    assert "truncated_by_desync" not in infos[0]["exact_accounting"]
+    env.reset()
+    assert env.desync_truncation is False
+    with pytest.raises(ValueError, match="^Expected `desync_signal` to be one of \\('info', 'attribute'\\), received 'x'$"):
+        ExactAccountingEnv(desync_signal="x")
 
 
 def test_exact_accounting_refuses_per_agent_settings_of_the_wrong_size() -> None:
