@@ -147,6 +147,31 @@ def test_a_resent_batch_is_applied_once(services: list[Any]) -> None:
     assert ray.get(service.stats.remote())["total_completions"] == 6
 
 
+def test_a_batch_resent_to_a_restarted_actor_is_applied_once(services: list[Any], tmp_path: Path) -> None:
+    """The service applied a batch and checkpointed it, then died before its answer arrived:
+    the client resends it (same sequence number) to the restarted actor, which must answer
+    from its restored record of applied batches instead of applying it again."""
+    service = start(services, lp_config(8), checkpoint_path=tmp_path / "service.json", checkpoint_interval=1,
+                    max_restarts=1)
+    tasks = ray.get(service.exchange.remote("c", 0, [], 3))["tasks"]
+    epoch = ray.get(service.ping.remote())
+    items = [(task_id, 0.5, epoch) for task_id, *_ in tasks]
+    first = ray.get(service.exchange.remote("c", 1, items, 0))["results"]  # applied and checkpointed
+    ray.kill(service, no_restart=False)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if ray.get(service.ping.remote(), timeout=5) != epoch:
+                break
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            pass
+        assert time.monotonic() < deadline, "the service did not come back within 30 s"
+        time.sleep(0.2)
+    again = ray.get(service.exchange.remote("c", 1, items, 0))["results"]
+    assert first == again == [True, True, True]
+    assert ray.get(service.stats.remote())["total_completions"] == 3, "the resent batch was applied twice"
+
+
 def test_timeout_names_the_service_and_the_unacknowledged_batch_is_sent_once(services: list[Any]) -> None:
     service = start(services, lp_config(8))
     client = CurriculumClient(service, prefetch=2, batch_size=2, timeout=20.0)  # the actor takes a while to start
