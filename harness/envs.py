@@ -58,6 +58,7 @@ from harness.simulator import TaskDependencySimulator
 __all__ = [
     "DESYNC_MODES",
     "EPISODE_ENDS",
+    "DESYNC_SIGNALS",
     "DONE_FLAG_MODES",
     "TaskDependencyEnv",
     "ExactAccountingEnv",
@@ -67,10 +68,10 @@ __all__ = [
 
 DESYNC_MODES: Final = ("none", "legacy", "truncate")
 EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
+"""How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
 DESYNC_SIGNALS: Final = ("info", "attribute")
 """How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info, or
 its `desync_truncation` attribute set at that step (both are part of the wrappers' contract)."""
-"""How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
 DONE_FLAG_MODES: Final = ("hold", "pulse")
 """`hold`: an agent's done flag stays set from its end until the episode ends; `pulse`: it is
 set at that one step only (a multi-agent env that reports each agent's end once)."""
@@ -301,7 +302,8 @@ class ExactAccountingEnv(_HarnessEnv):
       episode.
     - `episode_length`: an integer, or one per agent: agent i's episode ends after that many
       steps (its done flag is set then); the env's episode ends when the last agent's does.
-      After its end an agent earns 0. Agent i's return is exactly `reward_i * length_i`.
+      After its end an agent earns 0 (or `after_done_reward`, in no return). Agent i's return
+      is exactly `reward_i * length_i`.
     - `end`: how agents end (`EPISODE_ENDS`): "terminal", "truncated" (a plain time limit: the
       episode is full and must be recorded) or "desync" (a truncation cut to stagger workers,
       flagged `truncated_by_desync` in the info, or with `desync_signal="attribute"` by the

@@ -1,8 +1,8 @@
 """Task spaces the scenarios run on: a simulated student plus the generator of its tasks.
 
 A task's env config is `{"task_index": i}`: the student task it trains (or, with an
-`index_path` such as `"student.task_index"`, the same setting nested in a sub-config), plus its `label`
-(`harness.episodes.LabelledTaskGenerator`), so every episode record names the task it ran. Labels group the task indices for per-label metrics; impossible ones end in
+`index_path` such as `"student.task_index"`, the same setting nested in a sub-config), plus
+its `label` (`harness.episodes.LabelledTaskGenerator`), so every episode record names the task it ran. Labels group the task indices for per-label metrics; impossible ones end in
 `IMPOSSIBLE_SUFFIX`.
 """
 
@@ -53,7 +53,7 @@ def impossible_task_space(
 
     `mode` "zero": impossible rewards are always 0; "noise": a constant plus noise.
     Tasks are drawn in proportion to how many indices each group has. A dotted `index_path`
-    nests the student task in a base sub-config (`{"student": {"task_index": 0, ...}}`) that
+    nests the student task in a base sub-config (`{"student": {"task_index": -1, "mode": mode}}`) that
     every task's bucket draw writes into: the same tasks, drawn the same way.
     """
     total = num_learnable + num_impossible
