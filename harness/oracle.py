@@ -96,6 +96,8 @@ _POOL_RENAMES: Final = {"late_completions": "total_late_completions", "evictions
 #: by the curriculum's `score_range`: `task_scores()` of these is checked task by task.
 _MEAN_SCORED: Final = frozenset({"uniform", "staged_progression"})
 
+_BOUNDARY: Final = 1e-9
+"""A staged window mean this close to a threshold is at it: rounding may decide either way."""
 _MAX_LISTED: Final = 25
 DRAW_TEST_Z: Final = 6.0
 """z-score of the draw test's chi-square above which hand-outs contradict the reported
@@ -217,6 +219,11 @@ class _StagedReference:
     scores: deque = field(default_factory=deque)
     advancements: int = 0
     regressions: int = 0
+    before: tuple[int, deque] = (0, deque())
+    """Episodes and window before the last credited completion."""
+    at_boundary: bool = False
+    """The last credited completion left the window mean within `_BOUNDARY` of a threshold:
+    a running sum's rounding may decide either way, so the curriculum's move is followed."""
 
     @classmethod
     def from_config(cls, algorithm: Any) -> _StagedReference:
@@ -227,16 +234,20 @@ class _StagedReference:
         return cls(labels, algorithm.advancement_threshold, algorithm.regression_threshold,
                    algorithm.min_episodes, algorithm.window, len(algorithm.stages) - 1)
 
-    def credit(self, label: str, score: float) -> None:
+    def credit(self, label: str, score: float, *, decide: bool = True) -> None:
+        """One credited completion; `decide=False`: counted in the window, no stage move."""
+        self.at_boundary = False
         if self.stage_of_label.get(label) != self.stage:
             return  # a previous-stage task (mixed slots) does not count towards this stage
+        self.before = (self.episodes, deque(self.scores))
         self.episodes += 1
         self.scores.append(score)
         if len(self.scores) > self.window:
             self.scores.popleft()
-        if self.episodes < self.min_episodes:
+        if self.episodes < self.min_episodes or not decide:
             return
         mean = sum(self.scores) / len(self.scores)
+        self.at_boundary = any(abs(mean - t) <= _BOUNDARY for t in (self.threshold, self.regression) if t is not None)
         if self.stage < self.last and mean >= self.threshold:
             self._move(+1)
             self.advancements += 1
@@ -619,6 +630,18 @@ class WatchedCurriculum:
     def __getattr__(self, name: str) -> Any:  # test double: everything not recorded goes to the curriculum
         return getattr(self.__dict__["inner"], name)
 
+    def resume(self, restored: Any) -> None:
+        """Watch on through `restored`, a curriculum loaded from the watched one's checkpoint
+        (the same pool and numbers, in new task objects)."""
+        self.inner = restored
+        active = getattr(restored, "active_tasks", None)
+        if callable(active) and self.pool is not None:
+            pool = {task.task_id: task for task in active()}
+            if set(pool) != set(self.pool):
+                self.oracle.mismatch(f"the curriculum restored from a checkpoint holds {sorted(pool)}, the one "
+                                     f"checkpointed {sorted(self.pool)}")
+            self.pool = pool
+
     # ---- recorded calls ----------------------------------------------------------------------
     def get_task(self) -> Any:
         stage_before = self.inner.stage if self.staged is not None else None
@@ -680,10 +703,19 @@ class WatchedCurriculum:
         if self.staged is not None:
             stage = self.inner.stage
             if stage != self.staged.stage:
-                oracle.mismatch(f"stage after {where}: oracle {self.staged.stage} (the staged rule replayed on the "
-                                f"credited completions: {self.staged.stats()}), reported {stage}")
-                self.staged.stage = stage  # follow, so one wrong transition is reported once
-                self.staged.episodes, self.staged.scores = 0, deque()
+                replayed = self.staged
+                if replayed.at_boundary:  # rounding decided at the threshold: the curriculum's move stands
+                    replayed.advancements += (stage > stage_before) - (replayed.stage > stage_before)
+                    replayed.regressions += (stage < stage_before) - (replayed.stage < stage_before)
+                else:
+                    oracle.mismatch(f"stage after {where}: oracle {replayed.stage} (the staged rule replayed on the "
+                                    f"credited completions: {replayed.stats()}), reported {stage}")
+                if replayed.at_boundary and stage == stage_before:  # the curriculum stayed: count it, no move
+                    replayed.stage, (replayed.episodes, replayed.scores) = stage, replayed.before
+                    replayed.credit(label, float(score), decide=False)
+                else:
+                    replayed.stage = stage  # follow, so one wrong transition is reported once
+                    replayed.episodes, replayed.scores = 0, deque()
         return result
 
     def stats(self) -> Any:

@@ -253,6 +253,12 @@ class StagedLimits:
     """The runs must exercise the rule (seeds 0-4, direct runner: 8-12 advancements)."""
     min_regressions: int = 2
     """(seeds 0-4, direct runner: 7-11 regressions)."""
+    sweep_max: int = 4
+    """The rule sweep pairs every `min_episodes` and `window` from 1 to this."""
+    sweep_episodes: int = 400
+    """Episodes per config of the sweep."""
+    sweep_run_length: float = 6.0
+    """Mean length of the sweep's runs of equal scores (0.9 or 0.1)."""
 
 
 STAGED = StagedLimits()

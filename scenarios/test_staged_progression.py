@@ -9,12 +9,16 @@ again. Each run holds several advancements and regressions. The accounting oracl
 rule (`StagedProgressionConfig`: the mean of the last `window` scores of the stage's own tasks,
 after `min_episodes`; previous-stage tasks mixed into the pool do not count) on the credited
 completions and checks the stage after every one of
-them, and every number the run reports.
+them, and every number the run reports. The rule is also replayed over every pairing of
+`min_episodes` and `window` from 1 to `LIMITS.sweep_max` (a minimum below the window decides
+on a partly filled window), with and without a previous-stage mix, on a seeded score stream.
 """
 
 from __future__ import annotations
 
 import functools
+import itertools
+import random
 
 import pytest
 
@@ -71,3 +75,29 @@ def test_stage_advances_and_regresses_exactly_by_its_rule(curriculum_factory, re
         f"end at stage {stats['stage']}, seed {scenario_seed}"
     )
     golden({key: stats.get(key) for key in ("stage", "advancements", "regressions", "stage_episodes")})
+
+
+def test_stage_rule_holds_for_every_minimum_and_window(curriculum_factory, require_capability, scenario_seed,
+                                                      oracle) -> None:
+    """Every (`min_episodes`, `window`) pairing up to `LIMITS.sweep_max`, mixes 0 and
+    `LIMITS.previous_stage_mix`: scores from a seeded stream that crosses both thresholds
+    (half the episodes score 0.9, half 0.1, in runs), the oracle replaying the rule."""
+    for minimum, window, mix in itertools.product(range(1, LIMITS.sweep_max + 1), range(1, LIMITS.sweep_max + 1),
+                                                  (0.0, LIMITS.previous_stage_mix)):
+        stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
+                                                                            seed=scenario_seed)))
+                  for i in range(LIMITS.num_stages)]
+        config = CurriculumConfig(algorithm=StagedProgressionConfig(
+            stages=stages, advancement_threshold=LIMITS.advancement_threshold, min_episodes=minimum, window=window,
+            regression_threshold=LIMITS.regression_threshold, previous_stage_mix=mix),
+            num_active_tasks=LIMITS.pool, seed=scenario_seed)
+        watcher = oracle(context=f"min_episodes={minimum}, window={window}, previous_stage_mix={mix}")
+        curriculum = watcher.watch(curriculum_factory(config))
+        rng = random.Random(f"{scenario_seed}-{minimum}-{window}-{mix}")
+        score = 0.9
+        for _ in range(LIMITS.sweep_episodes):
+            if rng.random() < 1.0 / LIMITS.sweep_run_length:
+                score = 1.0 - score
+            task = curriculum.get_task()
+            curriculum.update_task_performance(task.task_id, score)
+        watcher.verify()
