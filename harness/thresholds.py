@@ -297,6 +297,11 @@ class WorkerStreamLimits:
     configurations in the pool): the count is about Binomial(40, 0.04), mean 1.6; 12 or more
     has probability below 1e-7. Identical streams score 40."""
     other_seed_offset: int = 1000
+    stream_seeds: tuple[int, ...] = (0, 1, 12345)
+    """Seeds the one-stream-per-seed check sets in every way (0 first: it reads as "no seed" to a
+    truthiness test)."""
+    stream_draws: int = 40
+    """Draws (or episodes) compared per seed and way."""
 
 
 WORKER_STREAMS = WorkerStreamLimits()

@@ -8,6 +8,11 @@ tasks (each episode's record names the task it ran); four envs on two worker pro
 processes draw the same sequence; the same seed gives the same per-env sequences again and
 another seed different ones; every number is checked by the accounting oracle (one task id
 per task config and back).
+
+And a seed means one stream however it is set (seed 0 included, the value a truthiness test
+takes for "no seed"): `reseed(s)` on a curriculum that has already run, the gymnasium
+wrapper's `reset(seed=s)` after episodes have ended, and a process attaching to a shared
+curriculum with `seed=s` all draw what a fresh curriculum reseeded with s draws.
 """
 
 from __future__ import annotations
@@ -17,9 +22,9 @@ import inspect
 import numpy as np
 import pytest
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, LearningProgressConfig, UniformConfig
+from curriculum import BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, LearningProgressConfig, UniformConfig
 from curriculum.vector import make_curriculum_vecenv
-from harness.envs import ExactAccountingEnv
+from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.thresholds import WORKER_STREAMS as LIMITS
 
@@ -102,3 +107,60 @@ def test_serial_learning_progress_run_reproduces_from_its_seed(curriculum_factor
     first = _streams(curriculum_factory, scenario_seed, "Serial", LearningProgressConfig(), oracle)
     again = _streams(curriculum_factory, scenario_seed, "Serial", LearningProgressConfig(), oracle)
     assert first == again, f"the same seed gave different per-env task sequences under Serial, seed {scenario_seed}"
+
+
+def _gym_stream(env: GymCurriculumEnv, seed: int | None, episodes: int) -> list[int]:
+    """Task ids of `episodes` gymnasium episodes, the first started with `reset(seed=seed)`."""
+    ids = []
+    for index in range(episodes):
+        env.reset(seed=seed if index == 0 else None)
+        ids.append(env.task.task_id)
+        done = False
+        while not done:
+            _, _, terminated, truncated, _ = env.step(0)
+            done = terminated or truncated
+    return ids
+
+
+def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, scenario_seed) -> None:
+    """Uniform sampling (draws depend on the stream alone): for each seed, a used curriculum
+    reseeded, a used gymnasium env reset with the seed, and (shared memory) a handle attached
+    with the seed draw the tasks a fresh curriculum reseeded with it draws."""
+    config = stream_config(scenario_seed, UniformConfig())
+    for seed in LIMITS.stream_seeds:
+        fresh = curriculum_factory(config)
+        reseed = getattr(fresh, "reseed", None)
+        if not callable(reseed):
+            pytest.skip("this curriculum has no reseed(seed)")
+        reseed(seed)
+        expected = [fresh.get_task().task_id for _ in range(LIMITS.stream_draws)]
+
+        used = curriculum_factory(config)
+        for _ in range(LIMITS.stream_draws):
+            used.update_task_performance(used.get_task().task_id, 0.5)
+        used.reseed(seed)
+        got = [used.get_task().task_id for _ in range(LIMITS.stream_draws)]
+        assert got == expected, (f"reseed({seed}) after {LIMITS.stream_draws} episodes drew {got[:8]}..., a fresh "
+                                 f"curriculum reseeded with {seed} draws {expected[:8]}..., seed {scenario_seed}")
+
+        reference = _gym_stream(GymCurriculumEnv(GymExactAccountingEnv(), curriculum_factory(config), seed=0),
+                                seed, LIMITS.stream_draws)
+        env = GymCurriculumEnv(GymExactAccountingEnv(), curriculum_factory(config), seed=0)
+        _gym_stream(env, seed + 1, LIMITS.stream_draws)
+        got = _gym_stream(env, seed, LIMITS.stream_draws)
+        assert got == reference, (
+            f"GymCurriculumEnv.reset(seed={seed}) after {LIMITS.stream_draws} episodes started {got[:8]}..., on a "
+            f"fresh env {reference[:8]}..., seed {scenario_seed}")
+
+        if "shared_memory" in inspect.signature(curriculum_factory).parameters:
+            shared = curriculum_factory(config, shared_memory=True)
+            attach = getattr(type(shared), "attach", None)
+            name = getattr(shared, "shared_memory_name", None)
+            if callable(attach) and name:
+                handle = attach(name, config, seed=seed)
+                got = [handle.get_task().task_id for _ in range(LIMITS.stream_draws)]
+                getattr(handle, "close", lambda: None)()
+                assert got == expected, (
+                    f"a handle attached with seed={seed} drew {got[:8]}..., a curriculum reseeded with {seed} draws "
+                    f"{expected[:8]}..., seed {scenario_seed}")
+            getattr(shared, "close", lambda: None)()
