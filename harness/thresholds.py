@@ -121,6 +121,8 @@ class CheckpointLimits:
     pool: int = 32
     """Pool of the run whose checkpoint is restored under changed configs."""
     min_changed_fields: int = 6
+    generator_probe_ids: int = 64
+    """Task ids a changed generator must give other tasks for (to count as a changed config)."""
     """Config fields (curriculum's and algorithm's) the changed-config check must be able to change."""
 
 

@@ -8,11 +8,14 @@ completions since the last refresh, the eviction shortlist) must still be saved 
 
 And a checkpoint belongs to its config: restoring it into a curriculum whose config differs in
 any one field (of the curriculum's config or its algorithm's, each changed to another valid
-value) must be refused, or a run resumes under settings it was never saved with.
+value), or whose task generator makes other tasks (a seed changed, a list of values or
+children rotated, buckets drawn in another order), must be refused, or a run resumes under
+settings or tasks it was never saved with.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import random
@@ -20,7 +23,9 @@ from typing import Any
 
 import pytest
 
-from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig
+from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, LearningProgressConfig,
+                        UniformConfig)
+from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
 from harness.task_spaces import impossible_task_space
 from harness.thresholds import CHECKPOINT as LIMITS
@@ -183,6 +188,56 @@ def _other_values(value: Any) -> list[Any]:
     return []
 
 
+def _generator_variants(generator: Any, path: str = "task_generator") -> dict[str, Any]:
+    """Copies of `generator` with one change each, found by walking its public attributes (and
+    those of the generators it holds): an int `seed` plus one, a list of two or more items
+    rotated, a dict of two or more keys in reverse order. Named by the attribute path changed."""
+    variants: dict[str, Any] = {}
+    for name, value in vars(generator).items():
+        if name.startswith("_"):
+            continue  # derived state (cumulative weights, caches): not a setting
+        where = f"{path}.{name}"
+        if name == "seed" and isinstance(value, int) and not isinstance(value, bool):
+            changed: Any = value + 1
+        elif isinstance(value, list) and len(value) >= 2:
+            changed = value[1:] + value[:1]
+        elif isinstance(value, dict) and len(value) >= 2:
+            changed = dict(reversed(list(value.items())))
+        else:
+            changed = None
+        if changed is not None:
+            variant = copy.deepcopy(generator)
+            setattr(variant, name, changed)
+            variants[where] = variant
+        held = [value] if hasattr(value, "generate") else [v for v in (value if isinstance(value, (list, tuple))
+                                                                       else ()) for v in (v if isinstance(v, tuple)
+                                                                                          else (v,))]
+        for index, child in enumerate(c for c in held if hasattr(c, "generate")):
+            for child_path, child_variant in _generator_variants(child, f"{where}[{index}]").items():
+                variant = copy.deepcopy(generator)
+                _replace_child(variant, name, index, child_variant)
+                variants[child_path] = variant
+    return variants
+
+
+def _replace_child(generator: Any, name: str, index: int, child: Any) -> None:
+    """Put `child` where the `index`-th generator held in attribute `name` was."""
+    value = getattr(generator, name)
+    if hasattr(value, "generate"):
+        setattr(generator, name, child)
+        return
+    position = 0
+    for i, item in enumerate(value):
+        parts = list(item) if isinstance(item, tuple) else [item]
+        for j, part in enumerate(parts):
+            if hasattr(part, "generate"):
+                if position == index:
+                    parts[j] = child
+                    value[i] = tuple(parts) if isinstance(item, tuple) else child
+                    return
+                position += 1
+
+
 def _changed_configs(config: CurriculumConfig) -> tuple[dict[str, CurriculumConfig], list[str]]:
     """`config` with one field changed to another valid value, for every field that has one (by
     field name, `algorithm.` for the algorithm's); and the fields that could not be changed."""
@@ -200,16 +255,27 @@ def _changed_configs(config: CurriculumConfig) -> tuple[dict[str, CurriculumConf
                 break
             else:
                 unchanged.append(prefix + field.name)
+    if config.task_generator is not None:
+        tasks = [config.task_generator.generate(i) for i in range(LIMITS.generator_probe_ids)]
+        for name, generator in _generator_variants(config.task_generator).items():
+            if [generator.generate(i) for i in range(LIMITS.generator_probe_ids)] != tasks:  # other tasks
+                changed[name] = dataclasses.replace(config, task_generator=generator)
     return changed, unchanged
 
 
-@pytest.mark.parametrize("setup", ["learning_progress", "staged"])
+@pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
 def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_factory, require_capability,
                                                                  scenario_seed, setup) -> None:
     """A checkpoint taken after some episodes is restored into curricula whose configs each
     differ from the saving one in one field: every restore must raise."""
     if setup == "staged":
         space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
+    elif setup == "uniform":  # a generator drawing two settings per task
+        space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
+        generator = LabelledTaskGenerator(BucketedTaskGenerator(
+            {}, {"task_index": list(range(10)), "variant": ["a", "b", "c"]}, label="two_settings", seed=scenario_seed))
+        config = CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=LIMITS.pool,
+                                  seed=scenario_seed)
     else:
         space = impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)
         config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
@@ -242,5 +308,7 @@ def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_fact
 
 
 def _field(config: CurriculumConfig, name: str) -> Any:
+    if name.startswith("task_generator"):
+        return config.task_generator.describe()
     owner, _, attribute = name.rpartition(".")
     return getattr(config.algorithm if owner else config, attribute)
