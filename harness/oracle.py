@@ -95,6 +95,9 @@ _POOL_RENAMES: Final = {"late_completions": "total_late_completions", "evictions
 #: Algorithms (their config's `name`) whose per-task score is the task's mean score, normalised
 #: by the curriculum's `score_range`: `task_scores()` of these is checked task by task.
 _MEAN_SCORED: Final = frozenset({"uniform", "staged_progression"})
+_BUILTIN_MODULE: Final = "curriculum.curriculum"
+"""Where the built-in curriculum is defined: its `task_scores()` (and its subclasses') follow
+`_MEAN_SCORED` and its task ids are its generator's; a plug-in's scores and ids are its own."""
 
 _BOUNDARY: Final = 1e-9
 """A staged window mean this close to a threshold is at it: rounding may decide either way."""
@@ -621,11 +624,22 @@ class WatchedCurriculum:
         algorithm = getattr(getattr(inner, "config", None), "algorithm", None)
         self.staged = _StagedReference.from_config(algorithm) if hasattr(algorithm, "stages") else None
         score_range = getattr(getattr(inner, "config", None), "score_range", None)
-        self.mean_scored = getattr(algorithm, "name", None) in _MEAN_SCORED and score_range is not None
+        builtin = any(cls.__module__ == _BUILTIN_MODULE for cls in type(inner).__mro__)
+        self.mean_scored = getattr(algorithm, "name", None) in _MEAN_SCORED and score_range is not None and builtin
         self.generators = _reference_generators(getattr(getattr(inner, "config", None), "task_generator", None),
-                                                algorithm)
-        """Private copies of the generators, by label ("" for the only one): what each id's task is."""
+                                                algorithm) if builtin else {}
+        """Private copies of the generators, by label ("" for the only one): what each id's task is (the
+        built-in curriculum's ids are its generator's; a plug-in may number tasks its own way)."""
         self._observe_pool("at the start")
+
+    def _generated(self, task: Any) -> bool:
+        """Whether `task` is what its generator gives its id (True when that cannot be told)."""
+        label, env_cfg = getattr(task, "label", None), getattr(task, "env_cfg", None)
+        generator = self.generators.get(label, self.generators.get(""))
+        if generator is None or not isinstance(env_cfg, Mapping):
+            return True
+        expected, expected_label = generator.generate(task.task_id)
+        return expected_label == label and _contains(env_cfg, expected)
 
     def __getattr__(self, name: str) -> Any:  # test double: everything not recorded goes to the curriculum
         return getattr(self.__dict__["inner"], name)
@@ -654,13 +668,12 @@ class WatchedCurriculum:
         known = self.identity.setdefault(task_id, identity)
         if known != identity:
             oracle.mismatch(f"get_task() handed out task {task_id} as {identity[1]}, earlier as {known[1]}")
-        generator = self.generators.get(label, self.generators.get(""))
-        if generator is not None and isinstance(env_cfg, Mapping):
+        if not self._generated(task):
+            generator = self.generators.get(label, self.generators.get(""))
             expected, expected_label = generator.generate(task_id)
-            if expected_label != label or not _contains(env_cfg, expected):
-                oracle.mismatch(f"get_task() handed out task {task_id} as {label!r} {dict(env_cfg)!r}; its generator "
-                                f"gives that id {expected_label!r} {expected!r} (a task's config changed after it was "
-                                "generated, or is another id's)")
+            oracle.mismatch(f"get_task() handed out task {task_id} as {label!r} {dict(env_cfg)!r}; its generator "
+                            f"gives that id {expected_label!r} {expected!r} (a task's config changed after it was "
+                            "generated, or is another id's)")
         if task_id in self.departed:
             oracle.mismatch(f"get_task() handed out task {task_id}, which had left the pool")
         self._observe_pool(f"after handing out task {task_id}", stage_before=stage_before)

@@ -101,7 +101,7 @@ def configs(draw: st.DrawFn, *, all_algorithms: bool) -> CurriculumConfig:
     progression when `all_algorithms` (a plug-in factory is handed what the LP scenarios
     hand it, learning-progress configs only)."""
     seed = draw(st.integers(0, 2**16))
-    kinds = ["learning_progress"] + (["uniform", "staged_progression"] if all_algorithms else [])
+    kinds = ["learning_progress"] + (["learning_progress", "uniform", "staged_progression"] if all_algorithms else [])
     kind = draw(st.sampled_from(kinds))
     generator: BucketedTaskGenerator | WeightedTaskSetGenerator | None = _generator(seed)
     if kind == "learning_progress":

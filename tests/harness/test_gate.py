@@ -185,7 +185,7 @@ def test_gate_passes_on_the_builtin_curriculum_from_any_directory(tmp_path: Path
     code, report = _gate(tmp_path, monkeypatch, "--", "-k", "checkpoint_resume or config_at_reset", "-q")
     assert code == 0, report
     assert report.startswith("## Curriculum gate passed: no test failed\n")
-    assert "| checkpoint_resume | passed | 3 passed |  |" in report
+    assert "| checkpoint_resume | passed | 6 passed |  |" in report
     assert "| config_at_reset | passed | 3 passed |  |" in report
     assert (tmp_path / "junit.xml").is_file()
     assert not (tmp_path / ".hypothesis").exists() and not (tmp_path / ".pytest_cache").exists()
@@ -204,9 +204,13 @@ def test_gate_fails_on_a_broken_curriculum_with_its_numbers(tmp_path: Path, monk
 def test_gate_passes_when_every_outcome_is_as_expected(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "expected.toml").write_text(textwrap.dedent("""\
         [[expect]]
-        test = "test_checkpoint_resume::*"
+        test = "test_checkpoint_resume::test_resumed*"
         outcome = "failed"
         match = "resumed run diverged"
+
+        [[expect]]
+        test = "test_checkpoint_resume::*"
+        outcome = "passed"
         """))
     code, report = _gate(tmp_path, monkeypatch, "--curriculum", "harness.faults:make_lossy_checkpoint_curriculum",
                          "--expect", str(tmp_path / "expected.toml"), "--", "-k", "checkpoint_resume", "-q")
