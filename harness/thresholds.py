@@ -323,9 +323,6 @@ class EnvWrapperLimits:
     """Random sparse distributions the Gini and entropy definitions are checked on."""
     churn_episodes: int = 1500
     """Episodes of the churning run whose tasks are checked against their generator."""
-    churn_pool: int = 16
-    churn_min_presentations: int = 4
-    churn_eviction_percentile: float = 50.0
     min_churn_evictions: int = 8
     """Evictions the churning run needs for its check to mean something (17 the fewest over seeds 0-19)."""
 

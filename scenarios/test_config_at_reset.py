@@ -24,6 +24,7 @@ from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.task_spaces import impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
+from harness.thresholds import INVARIANCES
 
 
 class _HandedOut:
@@ -131,8 +132,8 @@ def test_every_task_is_the_one_its_id_names(curriculum_factory, require_capabili
     watcher = oracle(context="nested configs under churn")
     curriculum = watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=space.generator, algorithm=LearningProgressConfig(), seed=scenario_seed,
-        num_active_tasks=LIMITS.churn_pool, min_presentations=LIMITS.churn_min_presentations,
-        eviction_percentile=LIMITS.churn_eviction_percentile)))
+        num_active_tasks=INVARIANCES.churn_pool, min_presentations=INVARIANCES.churn_min_presentations,
+        eviction_percentile=INVARIANCES.churn_eviction_percentile)))  # the churn of the late-completion relation
     for _ in range(LIMITS.churn_episodes):
         task = curriculum.get_task()
         curriculum.update_task_performance(task.task_id, space.simulator.sample_task(space.task_index(task.env_cfg)))
