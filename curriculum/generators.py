@@ -119,7 +119,7 @@ class WeightedTaskSetGenerator(TaskGenerator):
                 raise CurriculumConfigError(
                     f"Expected each child to be a TaskGenerator, received {type(generator).__name__}"
                 )
-            if not (_is_number(weight) and 0.0 <= weight < float("inf")):
+            if not (_is_finite_number(weight) and weight >= 0.0):
                 raise CurriculumConfigError(f"Expected child weights to be finite and >= 0, received {weight!r}")
         _check_seed(seed)
         total = sum(w for _, w in pairs)
@@ -163,8 +163,7 @@ class ValueRange:
     high: float
 
     def __post_init__(self) -> None:
-        if not (_is_number(self.low) and _is_number(self.high) and math.isfinite(self.low)
-                and math.isfinite(self.high)):
+        if not (_is_finite_number(self.low) and _is_finite_number(self.high)):
             raise CurriculumConfigError(
                 f"Expected ValueRange low and high to be finite numbers, received low={self.low!r}, high={self.high!r}"
             )
@@ -309,6 +308,14 @@ def _has_label(names: Mapping[Any, str], value: Any) -> bool:
 
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_finite_number(value: Any) -> bool:
+    """A number a float can hold (an int too large for a float is not)."""
+    try:
+        return _is_number(value) and math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _set_path(cfg: dict[str, Any], dotted: str, value: Any) -> None:

@@ -104,9 +104,13 @@ _PID = os.getpid()
 
 def check_lock_timeout(value: Any) -> float:
     """`value` as a lock timeout in seconds, or `CurriculumConfigError` saying what it is."""
-    if not (isinstance(value, Real) and not isinstance(value, bool) and math.isfinite(value) and value > 0):
+    try:
+        seconds = float(value) if isinstance(value, Real) and not isinstance(value, bool) else math.nan
+    except OverflowError:  # an int too large for a float
+        seconds = math.inf
+    if not (math.isfinite(seconds) and seconds > 0):
         raise CurriculumConfigError(f"Expected `lock_timeout` to be a finite number of seconds > 0, received {value!r}")
-    return float(value)
+    return seconds
 
 
 def _check_layout(layout: Layout) -> dict[str, tuple[str, int]]:

@@ -29,13 +29,17 @@ Shared contract (what a curriculum wrapper can rely on):
   ends an episode (one per episode, whatever `num_agents`, so counting infos counts episodes).
   That dict holds the env's own numbers and, under `EPISODE_RECORD_KEY`, the
   `harness.episodes.EpisodeRecord` of the episode (config run, per-agent returns, how it
-  ended), the ground truth the accounting oracle checks every reported number against.
+  ended, a copy of those numbers), the ground truth the accounting oracle checks every
+  reported number against. An `ExactAccountingEnv` built with `infos="dict"` returns one dict
+  instead (pufferlib's other convention): empty on ordinary steps, the episode's info at its
+  end, and at every reset the new episode's numbers under the same keys as the ended one's.
 - Observations are float32 boxes that echo the episode's state (and, for the accounting env,
   the applied config); actions are `Discrete(1)` and ignored.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
@@ -60,6 +64,7 @@ __all__ = [
     "EPISODE_ENDS",
     "DESYNC_SIGNALS",
     "DONE_FLAG_MODES",
+    "INFO_FORMATS",
     "TaskDependencyEnv",
     "ExactAccountingEnv",
     "GymExactAccountingEnv",
@@ -72,6 +77,9 @@ EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
 DESYNC_SIGNALS: Final = ("info", "attribute")
 """How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info, or
 its `desync_truncation` attribute set at that step (both are part of the wrappers' contract)."""
+INFO_FORMATS: Final = ("list", "dict")
+"""What an `ExactAccountingEnv` returns as infos: a list of dicts, or one dict whose reset info
+shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's)."""
 DONE_FLAG_MODES: Final = ("hold", "pulse")
 """`hold`: an agent's done flag stays set from its end until the episode ends; `pulse`: it is
 set at that one step only (a multi-agent env that reports each agent's end once)."""
@@ -156,13 +164,15 @@ class _HarnessEnv(pufferlib.PufferEnv):
             self._meta = self._pending_meta
         return config
 
-    def _record(self, settings: Mapping[str, Any], returns: tuple[float, ...], ended: str, steps: int,
-                **extra: Any) -> EpisodeRecord:
-        """The record of the episode that just ended (settings run plus the task's metadata)."""
+    def _episode_info(self, numbers: dict[str, Any], settings: Mapping[str, Any], returns: tuple[float, ...],
+                      ended: str, steps: int, **extra: Any) -> dict[str, Any]:
+        """The info of the step that ended an episode: the env's own `numbers` plus the episode's
+        record (settings run plus the task's metadata, and a copy of `numbers`)."""
         record = EpisodeRecord(env=self.name, index=self.episodes_recorded, config={**settings, **self._meta},
-                               returns=returns, ended=ended, steps=steps, extra=extra)
+                               returns=returns, ended=ended, steps=steps, extra=extra,
+                               reported=copy.deepcopy(numbers))
         self.episodes_recorded += 1
-        return record
+        return {**numbers, EPISODE_RECORD_KEY: record}
 
     def _episode_ended_error(self) -> RuntimeError:
         return RuntimeError(
@@ -279,17 +289,15 @@ class TaskDependencyEnv(_HarnessEnv):
         simulator = self._simulator
         performance = simulator.performance
         task = self._task_index
-        info = {
-            "task_dependency": {
-                "performance": float(performance[task]),
-                "task_index": task,
-                "mean_performance": float(performance.mean()),
-                "num_mastered": int(np.count_nonzero(performance >= simulator.mastery_threshold)),
-                "episode_return": self._return,
-            },
-            EPISODE_RECORD_KEY: self._record({"task_index": task}, (self._paid,), ENDED_TERMINAL, self._step,
-                                              performance=float(performance[task])),
-        }
+        numbers = {"task_dependency": {
+            "performance": float(performance[task]),
+            "task_index": task,
+            "mean_performance": float(performance.mean()),
+            "num_mastered": int(np.count_nonzero(performance >= simulator.mastery_threshold)),
+            "episode_return": self._return,
+        }}
+        info = self._episode_info(numbers, {"task_index": task}, (self._paid,), ENDED_TERMINAL, self._step,
+                                  performance=float(performance[task]))
         return self.observations, self.rewards, self.terminals, self.truncations, [info]
 
 
@@ -314,7 +322,9 @@ class ExactAccountingEnv(_HarnessEnv):
     (constructor) is written for agents already done while others play: a wrapper must ignore
     it (it is in no return). With `reports_returns` the env defines `get_episode_rewards()`,
     each agent's running total of every reward written for it, after-done ones included (so
-    read at the agent's done step it is its return, read later it is not).
+    read at the agent's done step it is its return, read later it is not). `infos`
+    (constructor, `INFO_FORMATS`): a list, or one dict whose reset info carries the new
+    episode's `exact_accounting` numbers (zero), the keys of the ended episode's info.
 
     The observation of agent i is `[length_i, reward_i, step_in_episode]`, so a test can see
     which config an episode really ran with. Counters (`episodes_completed`, `steps_taken`,
@@ -335,10 +345,14 @@ class ExactAccountingEnv(_HarnessEnv):
         after_done_reward: float = 0.0,
         reports_returns: bool = False,
         desync_signal: str = "info",
+        infos: str = "list",
         buf: dict[str, np.ndarray] | None = None,
         seed: int | None = 0,
     ) -> None:
         num_agents = _positive_int("num_agents", num_agents)
+        if infos not in INFO_FORMATS:
+            raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
+        self._dict_infos = infos == "dict"
         if done_flags not in DONE_FLAG_MODES:
             raise ValueError(f"Expected `done_flags` to be one of {DONE_FLAG_MODES!r}, received {done_flags!r}")
         if desync_signal not in DESYNC_SIGNALS:
@@ -400,6 +414,9 @@ class ExactAccountingEnv(_HarnessEnv):
         self._uniform = self._num == 1 or (len(set(settings["episode_length"])) == 1
                                            and len(set(settings["reward_per_step"])) == 1)
 
+    def _no_info(self) -> list[Any] | dict[str, Any]:
+        return {} if self._dict_infos else []
+
     @property
     def reward_per_step(self) -> float:
         """Reward per step of agent 0 in the current (or last) episode."""
@@ -432,6 +449,8 @@ class ExactAccountingEnv(_HarnessEnv):
         self.rewards.fill(0.0)
         self.terminals.fill(False)
         self.truncations.fill(False)
+        if self._dict_infos:
+            return self.observations, {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}
         return self.observations, []
 
     def step(
@@ -451,7 +470,7 @@ class ExactAccountingEnv(_HarnessEnv):
             self._written += reward
             self.total_reward += reward * self._num
             if step < self._length:
-                return self.observations, self.rewards, self.terminals, self.truncations, []
+                return self.observations, self.rewards, self.terminals, self.truncations, self._no_info()
             flags.fill(True)
         else:
             running = self._lengths_now >= step
@@ -462,22 +481,20 @@ class ExactAccountingEnv(_HarnessEnv):
             self.total_reward += float(paid.sum())
             flags[:] = (self._lengths_now == step) if self._pulse else (self._lengths_now <= step)
             if step < self._length:
-                return self.observations, self.rewards, self.terminals, self.truncations, []
+                return self.observations, self.rewards, self.terminals, self.truncations, self._no_info()
         self._episode_running = False
         self.episodes_completed += 1
         end = self._settings_now["end"]
         returns = tuple(float(r) for r in self._returns)
         settings = {"reward_per_step": list(self._settings_now["reward_per_step"]),
                     "episode_length": list(self._settings_now["episode_length"]), "end": end}
-        info: dict[str, Any] = {
-            "exact_accounting": {"episode_return": sum(returns) / self._num, "episode_length": step},
-            EPISODE_RECORD_KEY: self._record(settings, returns, end, step),
-        }
+        numbers: dict[str, Any] = {"episode_return": sum(returns) / self._num, "episode_length": step}
         if end == ENDED_DESYNC and self._signal_attribute:
             self.desync_truncation = True
         elif end == ENDED_DESYNC:
-            info["exact_accounting"]["truncated_by_desync"] = True
-        return self.observations, self.rewards, self.terminals, self.truncations, [info]
+            numbers["truncated_by_desync"] = True
+        info = self._episode_info({"exact_accounting": numbers}, settings, returns, end, step)
+        return self.observations, self.rewards, self.terminals, self.truncations, info if self._dict_infos else [info]
 
 
 class GymExactAccountingEnv(gymnasium.Env):
@@ -708,17 +725,15 @@ class ResourceChainEnv(_HarnessEnv):
             self.truncations.fill(True)
         else:
             self.terminals.fill(True)
-        info = {
-            "resource_chain": {
-                "hearts": self._hearts,
-                "ore": self._ore,
-                "batteries": self._batteries,
-                "episode_length": step,
-                "episode_return": self._return,
-                "truncated_by_desync": self._truncate_episode,
-            },
-            EPISODE_RECORD_KEY: self._record(
-                self._config, (self._paid,) * self.num_agents, ENDED_DESYNC if self._truncate_episode else ENDED_TERMINAL,
-                step, episode_steps=self._episode_steps),
-        }
+        numbers = {"resource_chain": {
+            "hearts": self._hearts,
+            "ore": self._ore,
+            "batteries": self._batteries,
+            "episode_length": step,
+            "episode_return": self._return,
+            "truncated_by_desync": self._truncate_episode,
+        }}
+        info = self._episode_info(numbers, self._config, (self._paid,) * self.num_agents,
+                                  ENDED_DESYNC if self._truncate_episode else ENDED_TERMINAL, step,
+                                  episode_steps=self._episode_steps)
         return self.observations, self.rewards, self.terminals, self.truncations, [info]

@@ -77,6 +77,9 @@ class EpisodeRecord:
     """Env steps the episode took (until its last agent ended)."""
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Env-specific facts (e.g. the student's performance on the task after the episode)."""
+    reported: Mapping[str, Any] = field(default_factory=dict)
+    """A copy of the env's own numbers in the info that carries this record: a wrapper must
+    pass them to the user unchanged (the oracle compares them)."""
 
     @property
     def label(self) -> str | None:

@@ -336,6 +336,7 @@ class AccountingOracle:
                 self.pool_reports.append(pool)
             if record is not None:
                 self._unpaired.append(record)
+                self._check_env_numbers(record, flat)
             if _EPISODES in claims:
                 if not self._unpaired:
                     self.mismatch(f"the wrapper reported an episode (task id {claims.get(_TASK_ID)!r}) that no env ran "
@@ -346,6 +347,20 @@ class AccountingOracle:
             self.mismatch(f"episode {record.index} of env {record.env} ({record.identity}) ended but the wrapper "
                           "reported no episode for it")
         self._unpaired.clear()
+
+    def _check_env_numbers(self, record: EpisodeRecord, flat: Mapping[str, Any]) -> None:
+        """The env's own numbers in the info that ended an episode reach the user unchanged."""
+        where = f"episode {record.index} of env {record.env} ({record.identity})"
+        for key, value in _flatten(record.reported).items():
+            if key not in flat:
+                self.mismatch(f"the env's info {key!r} of {where} was dropped on its way to the user "
+                              f"(env reported {value!r})")
+                continue
+            reached = flat[key]
+            sent, got = _number(value), _number(reached)
+            if not (reached == value if sent is None or got is None else _close(sent, got, tolerance=self.tolerance)):
+                self.mismatch(f"the env's info {key!r} of {where} reached the user as {reached!r}, the env reported "
+                              f"{value!r}: a wrapper overwrote it (with the next episode's reset info?)")
 
     def _add_episode(self, record: EpisodeRecord, claims: dict[str, Any]) -> None:
         score = None if record.ended == ENDED_DESYNC else float(self.score_fn(record.returns))

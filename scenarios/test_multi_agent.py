@@ -8,9 +8,11 @@ or pulsing it once, through one env, pufferlib Serial and Multiprocessing with s
 centralized tracking (and, centralized, in asynchronous batches of half the workers). The env
 keeps writing a reward for agents already done, which no return holds; with held flags it also
 reports returns itself (`get_episode_rewards`, running totals that go on growing after an
-agent's done step), with pulsed ones the wrapper sums the rewards. Every episode must be
-recorded exactly once with the mean of the three returns; the accounting oracle checks each
-one and every reported number.
+agent's done step), with pulsed ones the wrapper sums the rewards and the env returns its
+infos as one dict whose reset info shares its keys with the episode-end info (an auto-reset
+must not overwrite the ended episode's numbers). Every episode must be recorded exactly once
+with the mean of the three returns; the accounting oracle checks each one, every reported
+number, and that the env's own info numbers reach the user unchanged.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
         options["shared_memory"] = True
     curriculum = curriculum_factory(agent_config(scenario_seed), **options)
     context = f"{backend}{' (async batches)' if asynchronous else ''}/{tracking or 'local'}, {done_flags} flags" \
-              f"{', env-reported returns' if done_flags == 'hold' else ''}"
+              f"{', env-reported returns' if done_flags == 'hold' else ', dict infos'}"
     watcher = oracle(context=context)
     in_process = backend != "Multiprocessing"
     target = watcher.watch(curriculum) if in_process else curriculum
@@ -72,7 +74,7 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
     def make_env(buf=None, seed=0):
         return ExactAccountingEnv(num_agents=LIMITS.num_agents, done_flags=done_flags, buf=buf,
                                   after_done_reward=LIMITS.after_done_reward, reports_returns=done_flags == "hold",
-                                  seed=seed + 1000 * scenario_seed)
+                                  infos="list" if done_flags == "hold" else "dict", seed=seed + 1000 * scenario_seed)
 
     try:
         if backend == "single":

@@ -287,6 +287,22 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
         ExactAccountingEnv(desync_signal="x")
 
 
+def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() -> None:
+    env = ExactAccountingEnv(reward_per_step=0.5, episode_length=3, infos="dict")
+    _, reset_info = env.reset()
+    assert reset_info == {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}
+    actions = np.zeros(1, dtype=np.int32)
+    assert env.step(actions)[4] == {} and env.step(actions)[4] == {}
+    info = env.step(actions)[4]
+    assert info["exact_accounting"] == {"episode_return": 1.5, "episode_length": 3}
+    record = info[EPISODE_RECORD_KEY]
+    assert record.reported == {"exact_accounting": {"episode_return": 1.5, "episode_length": 3}}
+    info["exact_accounting"]["episode_return"] = 0.0  # the record keeps its own copy
+    assert record.reported["exact_accounting"]["episode_return"] == 1.5
+    with pytest.raises(ValueError, match="^Expected `infos` to be one of \\('list', 'dict'\\), received 'tuple'$"):
+        ExactAccountingEnv(infos="tuple")
+
+
 def test_exact_accounting_refuses_per_agent_settings_of_the_wrong_size() -> None:
     env = ExactAccountingEnv(num_agents=2)
     message = "Expected env config key 'episode_length' to hold one value per agent (2), received [1, 2, 3]"

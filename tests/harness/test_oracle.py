@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -126,6 +126,7 @@ def staged_direct_run(oracle: AccountingOracle, *, mix: float = 0.0) -> None:
 MULTI_AGENT = {"env_kwargs": {"num_agents": 3, "done_flags": "hold"},
                "buckets": {"reward_per_step": [[1.0, 0.5, 0.25], [0.25, 0.25, 1.0]], "episode_length": [[2, 4, 3]]}}
 TIME_LIMIT = {"env_kwargs": {}, "buckets": {"episode_length": [2, 3], "end": ["truncated", "terminal", "desync"]}}
+DICT_INFOS = {"env_kwargs": {"infos": "dict"}, "buckets": {"episode_length": [2, 3], "end": ["truncated", "desync"]}}
 
 
 def verified(run: Callable[[AccountingOracle], None]) -> AccountingOracle:
@@ -142,6 +143,7 @@ RUNS: dict[str, Callable[[AccountingOracle], None]] = {
     "lp-serial": lp_serial_run,
     "multi-agent": lambda oracle: exact_env_run(oracle, **MULTI_AGENT),
     "time-limit": lambda oracle: exact_env_run(oracle, **TIME_LIMIT),
+    "dict-infos": lambda oracle: exact_env_run(oracle, **DICT_INFOS),
     "staged": staged_direct_run,
     "staged-mixed": lambda oracle: staged_direct_run(oracle, mix=0.5),
 }
@@ -380,6 +382,17 @@ def _replacement_keeps_old_config(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Real, "_make_task", cached)
 
 
+def _reset_infos_overwrite(monkeypatch: pytest.MonkeyPatch) -> None:
+    def overwriting(infos: Any, reset_infos: Any) -> Any:
+        if isinstance(infos, dict) and isinstance(reset_infos, Mapping):
+            infos.update(reset_infos)  # bug: the new episode's reset info replaces the ended one's keys
+            return infos
+        return with_reset_infos(infos, reset_infos)
+
+    with_reset_infos = env_module._with_reset_infos
+    monkeypatch.setattr(env_module, "_with_reset_infos", overwriting)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -404,6 +417,8 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "an evicted task reads its successor's numbers": (_left_task_reads_successor, "lp-direct", "left the pool"),
     "a replacement task runs its predecessor's config": (_replacement_keeps_old_config, "lp-direct",
                                                           "its generator gives that id"),
+    "an auto-reset's infos overwrite the ended episode's": (_reset_infos_overwrite, "dict-infos",
+                                                            "reached the user as"),
 }
 
 
