@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -293,6 +294,22 @@ def make_per_worker_copy_curriculum(config: CurriculumConfig, *, shared_memory: 
     return curriculum
 
 
+class _StageComparingSyncCurriculum(Curriculum):
+    """Bug: a worker copy takes a broadcast as new only when its stage differs, so after an
+    advancement and a regression between two reads it keeps drawing from a pool the main
+    process refilled twice (every episode of it arrives late)."""
+
+    def apply_sync_state(self, sync: Mapping[str, int]) -> bool:
+        if sync.get("stage") == self.stage:
+            return False
+        return super().apply_sync_state(sync)
+
+
+def make_stage_comparing_sync_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the stage-sync scenario: worker copies compare stages, not stage changes."""
+    return _StageComparingSyncCurriculum(config)
+
+
 class _SharedStreamCurriculum(Curriculum):
     """Bug (seeds/003): `reseed` keeps the stream the process inherited, so every forked worker
     draws the same task sequence."""
@@ -471,7 +488,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
                                     ("--gate-curriculum", "harness.faults:make_unversioned_shared_curriculum")),
     "test_desync_truncation": (("--gate-curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
                                ("--gate-curriculum-env", "harness.faults:TimeLimitAsDesyncCurriculumEnv")),
-    "test_stage_sync": (("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),),
+    "test_stage_sync": (("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),
+                        ("--gate-curriculum", "harness.faults:make_stage_comparing_sync_curriculum")),
     "test_config_at_reset": (("--gate-curriculum-env", "harness.faults:LateConfigCurriculumEnv"),),
     "test_per_label_metrics": (("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),),
     "test_forgetting": (("--gate-curriculum", "harness.faults:make_decline_blind_lp"),),

@@ -199,6 +199,16 @@ class StageSyncLimits:
     vec_steps: int = 400
     max_stage_lag_vec_steps: int = 1
     """A task drawn this many vec steps after an advancement must be of the new stage."""
+    # The regressing run (centralized, Multiprocessing, one env per worker): stages of paying and failing tasks, decided on
+    # two episodes each, so the stage changes at almost every vec step, back and forth.
+    regressing_lengths: tuple[int, ...] = (1, 1, 8)
+    """Episode lengths of every stage's tasks (workers end episodes at different steps)."""
+    regressing_window: int = 2
+    """`window` and `min_episodes` of the regressing run."""
+    regressing_vec_steps: int = 400
+    min_regressions: int = 10
+    """Regressions the regressing run must make, so that it exercises the case it checks (the
+    built-in: 24-34 at seeds 0-7)."""
 
 
 STAGE_SYNC = StageSyncLimits()

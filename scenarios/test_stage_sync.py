@@ -141,3 +141,76 @@ def test_workers_agree_on_the_stage_and_record_every_episode_once(
         vecenv.close()
         if callable(getattr(curriculum, "close", None)):
             curriculum.close()
+
+
+def regressing_config(seed: int) -> CurriculumConfig:
+    """Three stages whose tasks pay 1 or 0 per step (stage 0 always pays), judged on two
+    episodes: the stage advances on two successes and regresses on two failures."""
+    stages = [Stage(f"stage_{i}", LabelledTaskGenerator(BucketedTaskGenerator(
+        {}, {"episode_length": list(LIMITS.regressing_lengths), "reward_per_step": [1.0] if i == 0 else [0.0, 1.0]},
+        label=f"stage_{i}", seed=seed)))
+        for i in range(3)]
+    window = LIMITS.regressing_window
+    return CurriculumConfig(
+        algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=0.75, regression_threshold=0.25,
+                                          min_episodes=window, window=window),
+        num_active_tasks=LIMITS.pool, seed=seed,
+    )
+
+
+def paid(returns) -> float:
+    """1 for an episode that paid, 0 for one that did not."""
+    return float(min(1.0, max(0.0, float(np.mean(returns)))))
+
+
+def test_an_episode_run_within_one_stage_generation_is_credited(
+    curriculum_factory, require_capability, scenario_seed, oracle
+) -> None:
+    """Centralized tracking with a stage that goes back and forth: an episode whose task was
+    drawn after the worker read the main process's latest broadcast, and that ended before the
+    stage changed again, ran a task of the main's current pool and must be credited (not late).
+    One env per worker process, some episodes eight times longer than others: a worker often
+    reads a broadcast two stage changes ahead, at the stage it already has (a copy comparing
+    stages instead of stage changes would keep drawing from a pool the main refilled twice)."""
+    curriculum = curriculum_factory(regressing_config(scenario_seed))
+    lacking = [name for name in ("stage", "sync_state", "apply_sync_state") if getattr(curriculum, name, None) is None]
+    lacking += missing_capabilities(curriculum, ("sync_state", "apply_sync_state"))
+    require_capability(not lacking, f"centralized stage sync needs a staged curriculum with {lacking}")
+    context = "Multiprocessing/centralized, regressing stages, one env per worker"
+    watcher = oracle(score_fn=paid, context=context)
+    vecenv = make_curriculum_vecenv(_make_env, curriculum, backend="Multiprocessing", tracking="centralized",
+                                    num_envs=LIMITS.num_envs, num_workers=LIMITS.num_envs, overwork=True,
+                                    seed=scenario_seed, score_fn=paid)
+    try:
+        vecenv.reset(seed=scenario_seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        initial = curriculum.sync_state()["stage_changes"]
+        drawn_at: dict[str, int] = {}
+        """Stage changes the main had published when each env drew its running episode's task."""
+        wrongly_late, within_generation = [], 0
+        for step in range(1, LIMITS.regressing_vec_steps + 1):
+            published = curriculum.sync_state()["stage_changes"]
+            seen = len(watcher.episodes)
+            watcher.observe(vecenv.step(actions)[4])
+            now = curriculum.sync_state()["stage_changes"]
+            for episode in watcher.episodes[seen:]:
+                env = episode.record.env
+                if drawn_at.get(env, initial) == now and not episode.desync:
+                    within_generation += 1
+                    if episode.claims.get("curriculum_stats/late_completions", 0):
+                        wrongly_late.append((step, env, episode.record.identity, now))
+                drawn_at[env] = published
+        stats = curriculum.stats()
+        assert stats["regressions"] >= LIMITS.min_regressions, (
+            f"{context}: the stage regressed {stats['regressions']} times in {LIMITS.regressing_vec_steps} vec steps, "
+            f"expected at least {LIMITS.min_regressions}, seed {scenario_seed}"
+        )
+        assert not wrongly_late, (
+            f"{context}: {len(wrongly_late)} of {within_generation} episodes that ran within one stage generation "
+            f"were refused as late (vec step, env, task, stage changes): {wrongly_late[:3]}, seed {scenario_seed}"
+        )
+        watcher.verify(curriculum)
+    finally:
+        vecenv.close()
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
