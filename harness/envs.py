@@ -191,6 +191,8 @@ class TaskDependencyEnv(_HarnessEnv):
     episode and pays `reward / episode_length`, so the episode return is the mean simulator
     reward. Before any config the task is 0. When `simulator` is given, `num_tasks` is taken
     from it and the env never re-seeds it (several envs in one process may share a student).
+    The episode-end info nests the student's best and worst performance over its tasks three
+    levels deep (`task_dependency/student/best_performance`), as dashboards of real envs do.
     """
 
     CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("task_index",)
@@ -295,6 +297,7 @@ class TaskDependencyEnv(_HarnessEnv):
             "mean_performance": float(performance.mean()),
             "num_mastered": int(np.count_nonzero(performance >= simulator.mastery_threshold)),
             "episode_return": self._return,
+            "student": {"best_performance": float(performance.max()), "worst_performance": float(performance.min())},
         }}
         info = self._episode_info(numbers, {"task_index": task}, (self._paid,), ENDED_TERMINAL, self._step,
                                   performance=float(performance[task]))

@@ -100,7 +100,9 @@ _BUILTIN_MODULE: Final = "curriculum.curriculum"
 `_MEAN_SCORED` and its task ids are its generator's; a plug-in's scores and ids are its own."""
 
 _BOUNDARY: Final = 1e-9
-"""A staged window mean this close to a threshold is at it: rounding may decide either way."""
+"""A staged window mean this close to a threshold is at it: rounding may decide either way
+(unless every score since the stage began is a multiple of `_EXACT_UNIT`, whose sums are exact)."""
+_EXACT_UNIT: Final = 2.0**-32
 _MAX_LISTED: Final = 25
 DRAW_TEST_Z: Final = 6.0
 """z-score of the draw test's chi-square above which hand-outs contradict the reported
@@ -225,8 +227,12 @@ class _StagedReference:
     before: tuple[int, deque] = (0, deque())
     """Episodes and window before the last credited completion."""
     at_boundary: bool = False
-    """The last credited completion left the window mean within `_BOUNDARY` of a threshold:
-    a running sum's rounding may decide either way, so the curriculum's move is followed."""
+    """The last credited completion left the window mean within `_BOUNDARY` of a threshold
+    after a score whose sums can round: a running sum's rounding may decide either way, so the
+    curriculum's move is followed. With exactly summable scores a mean at a threshold is at it
+    (advancing at `>=`, regressing below)."""
+    inexact: bool = False
+    """A score since the stage began is not a small multiple of `_EXACT_UNIT`."""
 
     @classmethod
     def from_config(cls, algorithm: Any) -> _StagedReference:
@@ -245,12 +251,14 @@ class _StagedReference:
         self.before = (self.episodes, deque(self.scores))
         self.episodes += 1
         self.scores.append(score)
+        self.inexact = self.inexact or not (abs(score) < 2.0**20 and (score / _EXACT_UNIT).is_integer())
         if len(self.scores) > self.window:
             self.scores.popleft()
         if self.episodes < self.min_episodes or not decide:
             return
         mean = sum(self.scores) / len(self.scores)
-        self.at_boundary = any(abs(mean - t) <= _BOUNDARY for t in (self.threshold, self.regression) if t is not None)
+        self.at_boundary = self.inexact and any(abs(mean - t) <= _BOUNDARY
+                                                for t in (self.threshold, self.regression) if t is not None)
         if self.stage < self.last and mean >= self.threshold:
             self._move(+1)
             self.advancements += 1
@@ -262,6 +270,7 @@ class _StagedReference:
         self.stage += step
         self.episodes = 0
         self.scores.clear()
+        self.inexact = False
 
     def stats(self) -> dict[str, float]:
         return {"stage": self.stage, "stage_changes": self.advancements + self.regressions,
@@ -743,7 +752,7 @@ class WatchedCurriculum:
                     replayed.credit(label, float(score), decide=False)
                 else:
                     replayed.stage = stage  # follow, so one wrong transition is reported once
-                    replayed.episodes, replayed.scores = 0, deque()
+                    replayed.episodes, replayed.scores, replayed.inexact = 0, deque(), False
         return result
 
     def stats(self) -> Any:

@@ -121,9 +121,9 @@ class CheckpointLimits:
     pool: int = 32
     """Pool of the run whose checkpoint is restored under changed configs."""
     min_changed_fields: int = 6
+    """Config fields (curriculum's and algorithm's) the changed-config check must be able to change."""
     generator_probe_ids: int = 64
     """Task ids a changed generator must give other tasks for (to count as a changed config)."""
-    """Config fields (curriculum's and algorithm's) the changed-config check must be able to change."""
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()
@@ -144,6 +144,10 @@ class SharedTrackerLimits:
     journal_pool: int = 16
     """Pool of the stuck-writer check, whose open update writes every row: more rows than the
     shared tracker journals one by one (8), so it journals them all at once mid-update."""
+    journal_history: int = 60
+    """Updates committed before the stuck writer's, per task of its pool."""
+    min_history_evictions: int = 4
+    """Evictions the evicting history must make (the built-in: 12-41 at seeds 0-9)."""
     lock_timeout: float = 1.0
     """Seconds a writer waits for a lock held by a live, stuck process before it errors."""
     max_wait_after_kill: float = 5.0
@@ -270,7 +274,10 @@ class StagedLimits:
     sweep_episodes: int = 400
     """Episodes per config of the sweep."""
     sweep_run_length: float = 6.0
-    """Mean length of the sweep's runs of equal scores (0.9 or 0.1)."""
+    """Mean length of the sweep's runs of high scores (0.5, 0.75 or 1) and low ones (0, 0.25 or 0.5)."""
+    sweep_thresholds: tuple[float, float] = (0.75, 0.25)
+    """Advancement and regression thresholds of the sweep: window means of its scores land on
+    them exactly (the rule advances at a mean equal to the threshold, regresses only below)."""
 
 
 STAGED = StagedLimits()
@@ -325,6 +332,8 @@ class EnvWrapperLimits:
 
     episodes: int = 300
     """Episodes of the single-env config check."""
+    abandon_every: int = 4
+    """Of those, every this-many-th is abandoned by a `reset()` after its first step."""
     num_envs: int = 4
     vec_steps: int = 600
     epoch_steps: int = 150

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 import random
 from typing import Any
@@ -174,6 +175,60 @@ def test_resumed_staged_run_matches_uninterrupted_run(curriculum_factory, requir
                         f"(uninterrupted, resumed): {differ}, seed {scenario_seed}")
 
 
+@pytest.mark.parametrize("setup", ["learning_progress", "staged"])
+def test_a_curriculum_rolled_back_to_a_checkpoint_continues_as_the_uninterrupted_run(
+        curriculum_factory, require_capability, scenario_seed, oracle, setup) -> None:
+    """Training rolls back in place: the same curriculum object, after running on, loads an
+    earlier checkpoint (one taken before its first task, one mid-run) and must continue
+    exactly as the uninterrupted run did from there: nothing the object learned or cached
+    after the checkpoint (labels seen, statistics, random state) may outlive the restore."""
+    if setup == "staged":
+        def make_space():
+            return staged_space(scenario_seed)
+
+        def config(space):
+            return staged_config(scenario_seed, STAGED.previous_stage_mix)
+    else:
+        def make_space():
+            return impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
+
+        def config(space):
+            return CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                                    num_active_tasks=16, seed=scenario_seed, min_presentations=5)
+    space = make_space()
+    try:
+        original = curriculum_factory(config(space))
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"{setup}: the factory refused the config: {type(error).__name__}: {error}")
+    lacking = missing_capabilities(original, ("get_state", "load_state"))
+    require_capability(not lacking, f"checkpoint/resume needs {lacking}")
+    total = LIMITS.episodes_before + LIMITS.episodes_after
+    watcher = oracle(context=f"{setup}, uninterrupted run")
+    uninterrupted = _play(watcher.watch(original), space.simulator, total)
+    watcher.verify()
+
+    space = make_space()
+    curriculum = curriculum_factory(config(space))
+    checkpoints = {0: (json.loads(json.dumps(curriculum.get_state())), copy.deepcopy(space.simulator))}
+    _play(curriculum, space.simulator, LIMITS.episodes_before)
+    checkpoints[LIMITS.episodes_before] = (json.loads(json.dumps(curriculum.get_state())),
+                                           copy.deepcopy(space.simulator))
+    _play(curriculum, space.simulator, LIMITS.episodes_after)
+    for at, (saved, simulator) in sorted(checkpoints.items(), reverse=True):
+        curriculum.load_state(saved)
+        trace = _play(curriculum, copy.deepcopy(simulator), total - at)
+        diverged = next((i for i, (a, b) in enumerate(zip(uninterrupted[at:], trace)) if a != b), None)
+        assert diverged is None, (
+            f"{setup}: rolled back in place to the checkpoint after {at} episodes (having run {total}), the "
+            f"curriculum diverged from the uninterrupted run at episode {at + diverged}: task "
+            f"{trace[diverged][0]} instead of {uninterrupted[at + diverged][0]}, seed {scenario_seed}"
+        )
+    differ = {key: (value, curriculum.stats().get(key)) for key, value in original.stats().items()
+              if curriculum.stats().get(key) != value}
+    assert not differ, (f"{setup}: numbers after the last roll-back and replay differ from the uninterrupted run "
+                        f"(uninterrupted, rolled back): {differ}, seed {scenario_seed}")
+
+
 def _other_values(value: Any) -> list[Any]:
     """Valid-looking alternatives to a config field's value, by type (none for generators,
     stages and other objects)."""
@@ -191,7 +246,8 @@ def _other_values(value: Any) -> list[Any]:
 def _generator_variants(generator: Any, path: str = "task_generator") -> dict[str, Any]:
     """Copies of `generator` with one change each, found by walking its public attributes (and
     those of the generators it holds): an int `seed` plus one, a list of two or more items
-    rotated, a dict of two or more keys in reverse order. Named by the attribute path changed."""
+    rotated, a dict of two or more keys in reverse order, bucket values given labels of their
+    own where none were. Named by the attribute path changed."""
     variants: dict[str, Any] = {}
     for name, value in vars(generator).items():
         if name.startswith("_"):
@@ -203,6 +259,11 @@ def _generator_variants(generator: Any, path: str = "task_generator") -> dict[st
             changed = value[1:] + value[:1]
         elif isinstance(value, dict) and len(value) >= 2:
             changed = dict(reversed(list(value.items())))
+        elif name == "value_labels" and not value:  # an optional setting the saving config left unset
+            buckets = {key: values for key, values in getattr(generator, "buckets", {}).items()
+                       if isinstance(values, list) and len(values) >= 2}
+            key = next(iter(buckets), None)
+            changed = {key: {v: f"{key}_{i}" for i, v in enumerate(buckets[key])}} if key is not None else None
         else:
             changed = None
         if changed is not None:
@@ -305,6 +366,48 @@ def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_fact
     assert not accepted, (
         f"{setup}: a checkpoint was restored into curricula whose config differs from the saving one in "
         f"{', '.join(accepted)}: a resumed run would use settings it was never saved with, seed {scenario_seed}")
+
+
+@pytest.mark.parametrize("setup", ["learning_progress", "uniform"])
+def test_attaching_refuses_a_config_that_differs_in_any_field(curriculum_factory, require_capability,
+                                                              scenario_seed, setup) -> None:
+    """A process attaching to a shared curriculum with a config that differs from the creator's
+    in one field (every field that takes another valid value, every generator change of the
+    checkpoint check) must be refused: workers would otherwise draw, label and score the same
+    shared tasks by different settings."""
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option: nothing to attach to")
+    if setup == "uniform":
+        config = CurriculumConfig(task_generator=LabelledTaskGenerator(BucketedTaskGenerator(
+            {}, {"task_index": list(range(10)), "variant": ["a", "b", "c"]}, label="two_settings", seed=scenario_seed)),
+            algorithm=UniformConfig(), num_active_tasks=LIMITS.pool, seed=scenario_seed)
+    else:
+        config = CurriculumConfig(task_generator=impossible_task_space(num_learnable=5, num_impossible=45,
+                                                                       seed=scenario_seed).generator,
+                                  algorithm=LearningProgressConfig(), num_active_tasks=LIMITS.pool, seed=scenario_seed)
+    try:
+        shared = curriculum_factory(config, shared_memory=True)
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"{setup}: the factory refused the config: {type(error).__name__}: {error}")
+    try:
+        attach = getattr(type(shared), "attach", None)
+        name = getattr(shared, "shared_memory_name", None)
+        require_capability(callable(attach) and bool(name), "this curriculum has no attach(name, config)")
+        attach(name, config).close()  # the creator's own config attaches
+        changed, _ = _changed_configs(config)
+        accepted = []
+        for field, other in changed.items():
+            try:
+                handle = attach(name, other)
+            except Exception:  # refused, as it must be
+                continue
+            handle.close()
+            accepted.append(f"{field}={_field(other, field)!r} (created with {_field(config, field)!r})")
+        assert not accepted, (
+            f"{setup}: a process attached to a shared curriculum with a config that differs from the creator's in "
+            f"{', '.join(accepted)}, seed {scenario_seed}")
+    finally:
+        shared.close()
 
 
 def _field(config: CurriculumConfig, name: str) -> Any:

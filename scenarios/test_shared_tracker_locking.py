@@ -22,7 +22,9 @@ import pytest
 
 from curriculum import (
     CurriculumConfig,
+    CurriculumConfigError,
     CurriculumError,
+    LearningProgressConfig,
     LockTimeoutError,
     SingleTaskGenerator,
     UniformConfig,
@@ -30,6 +32,7 @@ from curriculum import (
 from curriculum.env import CompletionRecorder
 from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
 from harness.runners import completion_info
+from harness.task_spaces import impossible_task_space
 from harness.thresholds import SHARED_TRACKER as LIMITS
 
 CTX = mp.get_context("fork")
@@ -56,14 +59,26 @@ class _Children:
                 process.join(timeout=10)
 
 
-def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, pool: int = LIMITS.pool):
+def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, pool: int = LIMITS.pool,
+                       evicting: bool = False):
+    """A shared curriculum; `evicting`: learning progress over learnable and impossible tasks,
+    which evicts and remembers the configurations of evicted tasks (rarely written arrays)."""
     parameters = inspect.signature(curriculum_factory).parameters
     require_capability("shared_memory" in parameters,
                        "this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
-    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
-                              algorithm=UniformConfig(), num_active_tasks=pool, seed=seed)
+    if evicting:
+        space = impossible_task_space(num_learnable=4, num_impossible=4 * pool, seed=seed)
+        config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(min_samples_for_lp=2),
+                                  num_active_tasks=pool, seed=seed, refresh_interval=4, min_presentations=3,
+                                  eviction_percentile=50.0)
+    else:
+        config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+                                  algorithm=UniformConfig(), num_active_tasks=pool, seed=seed)
     options = {"lock_timeout": LIMITS.lock_timeout} if "lock_timeout" in parameters else {}
-    return curriculum_factory(config, shared_memory=True, **options)
+    try:
+        return curriculum_factory(config, shared_memory=True, **options)
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"the factory refused the config: {type(error).__name__}: {error}")
 
 
 def _writer(curriculum, index: int, queue) -> None:
@@ -211,6 +226,13 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         curriculum.close()
 
 
+def _differences(seen: np.ndarray, committed: np.ndarray) -> str:
+    """Where `seen` differs from `committed`: how many entries, the first few (index: seen vs committed)."""
+    where = np.flatnonzero(seen != committed)
+    first = ", ".join(f"[{i}]: {seen[i].item()!r} vs {committed[i].item()!r}" for i in where[:4].tolist())
+    return f"{where.size} of {committed.size} entries differ ({first})"
+
+
 def _write_then_hang(curriculum, slot: int, ready, seconds: float) -> None:
     """A writer stuck inside an update: it wrote slot `slot` twice, then every slot of the pool
     (more rows than one update usually touches), and never committed."""
@@ -224,18 +246,32 @@ def _write_then_hang(curriculum, slot: int, ready, seconds: float) -> None:
     time.sleep(seconds)
 
 
+@pytest.mark.parametrize("history", ["uniform", "evicting"])
 def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory, require_capability,
-                                                              scenario_seed) -> None:
+                                                              scenario_seed, history) -> None:
     """Lock-free readers see a stuck writer's open update as not yet made, and a writer killed
     mid-update leaves every statistic exactly as it was committed before. The update writes one
-    row twice, then every row of a `LIMITS.journal_pool`-task pool."""
-    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool)
+    row twice, then every row of a `LIMITS.journal_pool`-task pool. `evicting`: the updates
+    committed before it evicted tasks many times, each writing the memory of evicted
+    configurations (arrays a transaction saves only when it writes them), which must survive
+    the rollback as committed."""
+    evicting = history == "evicting"
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
+                                    evicting=evicting)
     tracker = curriculum.tracker
     holder = None
     try:
         rng = np.random.default_rng(scenario_seed)
-        for score in rng.random(4 * LIMITS.journal_pool).tolist():
-            curriculum.update_task_performance(curriculum.get_task().task_id, score)
+        for score in rng.random(LIMITS.journal_history * LIMITS.journal_pool).tolist():
+            task = curriculum.get_task()
+            stagnant = evicting and task.label != "learnable"  # an impossible task never pays
+            curriculum.update_task_performance(task.task_id, 0.0 if stagnant else score)
+        if evicting:
+            evictions = curriculum.stats().get("evictions", 0)
+            assert evictions >= LIMITS.min_history_evictions, (
+                f"the committed history evicted {evictions} tasks, expected at least {LIMITS.min_history_evictions}, "
+                f"seed {scenario_seed}"
+            )
         slot = 0
         task_id = tracker.task_id_at(slot)
         committed_stats = tracker.task_stats(slot, task_id)
@@ -252,8 +288,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         )
         for name, values in committed.items():
             assert np.array_equal(seen[name], values), (
-                f"a lock-free snapshot showed `{name}` = {seen[name].tolist()} while a writer held an open update; "
-                f"committed: {values.tolist()}, seed {scenario_seed}"
+                f"a lock-free snapshot showed `{name}` other than committed while a writer held an open update: "
+                f"{_differences(seen[name], values)}, seed {scenario_seed}"
             )
 
         os.kill(holder.pid, signal.SIGKILL)
@@ -262,8 +298,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
             restored = tracker.snapshot()
         for name, values in committed.items():
             assert np.array_equal(restored[name], values), (
-                f"after a writer was killed mid-update, `{name}` = {restored[name].tolist()}; committed before the "
-                f"update: {values.tolist()}, seed {scenario_seed}"
+                f"after a writer was killed mid-update, `{name}` is not as committed before the update: "
+                f"{_differences(restored[name], values)}, seed {scenario_seed}"
             )
         assert curriculum.update_task_performance(task_id, 0.5) and tracker.total_completions == committed_total + 1, (
             f"after a writer was killed mid-update the tracker counts {tracker.total_completions} completions; "

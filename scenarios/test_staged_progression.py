@@ -80,24 +80,26 @@ def test_stage_advances_and_regresses_exactly_by_its_rule(curriculum_factory, re
 def test_stage_rule_holds_for_every_minimum_and_window(curriculum_factory, require_capability, scenario_seed,
                                                       oracle) -> None:
     """Every (`min_episodes`, `window`) pairing up to `LIMITS.sweep_max`, mixes 0 and
-    `LIMITS.previous_stage_mix`: scores from a seeded stream that crosses both thresholds
-    (half the episodes score 0.9, half 0.1, in runs), the oracle replaying the rule."""
+    `LIMITS.previous_stage_mix`: scores from a seeded stream that crosses both thresholds in
+    runs of high and low scores, quarters whose window means often land exactly on a threshold
+    (where the rule advances, and does not regress), the oracle replaying the rule."""
     for minimum, window, mix in itertools.product(range(1, LIMITS.sweep_max + 1), range(1, LIMITS.sweep_max + 1),
                                                   (0.0, LIMITS.previous_stage_mix)):
         stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
                                                                             seed=scenario_seed)))
                   for i in range(LIMITS.num_stages)]
         config = CurriculumConfig(algorithm=StagedProgressionConfig(
-            stages=stages, advancement_threshold=LIMITS.advancement_threshold, min_episodes=minimum, window=window,
-            regression_threshold=LIMITS.regression_threshold, previous_stage_mix=mix),
+            stages=stages, advancement_threshold=LIMITS.sweep_thresholds[0], min_episodes=minimum, window=window,
+            regression_threshold=LIMITS.sweep_thresholds[1], previous_stage_mix=mix),
             num_active_tasks=LIMITS.pool, seed=scenario_seed)
         watcher = oracle(context=f"min_episodes={minimum}, window={window}, previous_stage_mix={mix}")
         curriculum = watcher.watch(curriculum_factory(config))
         rng = random.Random(f"{scenario_seed}-{minimum}-{window}-{mix}")
-        score = 0.9
+        high = True
         for _ in range(LIMITS.sweep_episodes):
             if rng.random() < 1.0 / LIMITS.sweep_run_length:
-                score = 1.0 - score
+                high = not high
+            score = rng.choice((0.5, 0.75, 1.0) if high else (0.0, 0.25, 0.5))
             task = curriculum.get_task()
             curriculum.update_task_performance(task.task_id, score)
         watcher.verify()
