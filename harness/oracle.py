@@ -204,6 +204,12 @@ class _Episode:
     def late(self) -> bool:
         return bool(self.claims.get(_LATE, 0))
 
+    @property
+    def pool_report(self) -> bool:
+        """Whether the episode's info carries a pool-wide report (every `stats_interval` completions)."""
+        return any(k.startswith(f"{_GROUP}/") and k[len(_GROUP) + 1:].split("/", 1)[0] not in _EPISODE_PARTS
+                   for k in self.claims)
+
     def where(self) -> str:
         r = self.record
         return f"episode {r.index} of env {r.env} ({r.identity})"

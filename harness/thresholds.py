@@ -275,6 +275,8 @@ class StagedLimits:
     """Episodes per config of the sweep."""
     sweep_run_length: float = 6.0
     """Mean length of the sweep's runs of high scores (0.5, 0.75 or 1) and low ones (0, 0.25 or 0.5)."""
+    sweep_mixes: tuple[float, ...] = (0.0, 0.25, 0.4)
+    """Previous-stage mixes of the sweep: 0.4 of the pool is 1.6 slots, which rounds to 2."""
     sweep_thresholds: tuple[float, float] = (0.75, 0.25)
     """Advancement and regression thresholds of the sweep: window means of its scores land on
     them exactly (the rule advances at a mean equal to the threshold, regresses only below)."""
@@ -296,6 +298,9 @@ class MultiAgentLimits:
     """Episodes one env at least completes in `steps` (24 with the slowest tasks)."""
     after_done_reward: float = 0.5
     """Written for agents already done while others play: in no return."""
+    stats_interval: int = 5
+    """Completions between two pool-wide reports of one recorder (each env's, or the main
+    process's under centralized tracking)."""
 
 
 MULTI_AGENT = MultiAgentLimits()

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, LearningProgressConfig,
-                        UniformConfig)
+                        SingleTaskGenerator, UniformConfig, WeightedTaskSetGenerator)
 from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
 from harness.task_spaces import impossible_task_space
@@ -179,9 +179,11 @@ def test_resumed_staged_run_matches_uninterrupted_run(curriculum_factory, requir
 def test_a_curriculum_rolled_back_to_a_checkpoint_continues_as_the_uninterrupted_run(
         curriculum_factory, require_capability, scenario_seed, oracle, setup) -> None:
     """Training rolls back in place: the same curriculum object, after running on, loads an
-    earlier checkpoint (one taken before its first task, one mid-run) and must continue
-    exactly as the uninterrupted run did from there: nothing the object learned or cached
-    after the checkpoint (labels seen, statistics, random state) may outlive the restore."""
+    earlier checkpoint (one taken before its first task, one mid-run, both kept in memory as
+    `get_state()` returned them) and must continue exactly as the uninterrupted run did from
+    there: the checkpoints must not change as the curriculum runs on, and nothing the object
+    learned or cached after them (labels seen, statistics, random state) may outlive the
+    restore."""
     if setup == "staged":
         def make_space():
             return staged_space(scenario_seed)
@@ -209,13 +211,16 @@ def test_a_curriculum_rolled_back_to_a_checkpoint_continues_as_the_uninterrupted
 
     space = make_space()
     curriculum = curriculum_factory(config(space))
-    checkpoints = {0: (json.loads(json.dumps(curriculum.get_state())), copy.deepcopy(space.simulator))}
+    checkpoints = {0: (curriculum.get_state(), copy.deepcopy(space.simulator))}
     _play(curriculum, space.simulator, LIMITS.episodes_before)
-    checkpoints[LIMITS.episodes_before] = (json.loads(json.dumps(curriculum.get_state())),
-                                           copy.deepcopy(space.simulator))
+    checkpoints[LIMITS.episodes_before] = (curriculum.get_state(), copy.deepcopy(space.simulator))
+    as_saved = {at: json.dumps(state, sort_keys=True) for at, (state, _) in checkpoints.items()}
     _play(curriculum, space.simulator, LIMITS.episodes_after)
     for at, (saved, simulator) in sorted(checkpoints.items(), reverse=True):
-        curriculum.load_state(saved)
+        assert json.dumps(saved, sort_keys=True) == as_saved[at], (
+            f"{setup}: the checkpoint kept in memory after {at} episodes changed while the curriculum ran on "
+            f"(get_state() returned live state, not a copy), seed {scenario_seed}")
+        curriculum.load_state(saved)  # in memory, as a training loop rolling back keeps it
         trace = _play(curriculum, copy.deepcopy(simulator), total - at)
         diverged = next((i for i, (a, b) in enumerate(zip(uninterrupted[at:], trace)) if a != b), None)
         assert diverged is None, (
@@ -246,8 +251,8 @@ def _other_values(value: Any) -> list[Any]:
 def _generator_variants(generator: Any, path: str = "task_generator") -> dict[str, Any]:
     """Copies of `generator` with one change each, found by walking its public attributes (and
     those of the generators it holds): an int `seed` plus one, a list of two or more items
-    rotated, a dict of two or more keys in reverse order, bucket values given labels of their
-    own where none were. Named by the attribute path changed."""
+    rotated, a dict of two or more keys in reverse order, a string (a label) renamed, bucket
+    values given labels of their own where none were. Named by the attribute path changed."""
     variants: dict[str, Any] = {}
     for name, value in vars(generator).items():
         if name.startswith("_"):
@@ -259,6 +264,8 @@ def _generator_variants(generator: Any, path: str = "task_generator") -> dict[st
             changed = value[1:] + value[:1]
         elif isinstance(value, dict) and len(value) >= 2:
             changed = dict(reversed(list(value.items())))
+        elif isinstance(value, str):
+            changed = f"{value}_renamed"
         elif name == "value_labels" and not value:  # an optional setting the saving config left unset
             buckets = {key: values for key, values in getattr(generator, "buckets", {}).items()
                        if isinstance(values, list) and len(values) >= 2}
@@ -324,6 +331,14 @@ def _changed_configs(config: CurriculumConfig) -> tuple[dict[str, CurriculumConf
     return changed, unchanged
 
 
+def _two_kinds(seed: int) -> LabelledTaskGenerator:
+    """Tasks drawing two settings each, and one single task beside them."""
+    return LabelledTaskGenerator(WeightedTaskSetGenerator([
+        (BucketedTaskGenerator({}, {"task_index": list(range(10)), "variant": ["a", "b", "c"]}, label="two_settings",
+                               seed=seed), 0.9),
+        (SingleTaskGenerator({"task_index": 0, "variant": "z"}, label="single"), 0.1)], seed=seed))
+
+
 @pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
 def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_factory, require_capability,
                                                                  scenario_seed, setup) -> None:
@@ -331,12 +346,10 @@ def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_fact
     differ from the saving one in one field: every restore must raise."""
     if setup == "staged":
         space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
-    elif setup == "uniform":  # a generator drawing two settings per task
+    elif setup == "uniform":
         space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
-        generator = LabelledTaskGenerator(BucketedTaskGenerator(
-            {}, {"task_index": list(range(10)), "variant": ["a", "b", "c"]}, label="two_settings", seed=scenario_seed))
-        config = CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=LIMITS.pool,
-                                  seed=scenario_seed)
+        config = CurriculumConfig(task_generator=_two_kinds(scenario_seed), algorithm=UniformConfig(),
+                                  num_active_tasks=LIMITS.pool, seed=scenario_seed)
     else:
         space = impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)
         config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
@@ -378,9 +391,8 @@ def test_attaching_refuses_a_config_that_differs_in_any_field(curriculum_factory
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: nothing to attach to")
     if setup == "uniform":
-        config = CurriculumConfig(task_generator=LabelledTaskGenerator(BucketedTaskGenerator(
-            {}, {"task_index": list(range(10)), "variant": ["a", "b", "c"]}, label="two_settings", seed=scenario_seed)),
-            algorithm=UniformConfig(), num_active_tasks=LIMITS.pool, seed=scenario_seed)
+        config = CurriculumConfig(task_generator=_two_kinds(scenario_seed), algorithm=UniformConfig(),
+                                  num_active_tasks=LIMITS.pool, seed=scenario_seed)
     else:
         config = CurriculumConfig(task_generator=impossible_task_space(num_learnable=5, num_impossible=45,
                                                                        seed=scenario_seed).generator,

@@ -113,7 +113,7 @@ def configs(draw: st.DrawFn, *, all_algorithms: bool) -> CurriculumConfig:
             stages=[Stage("first", BucketedTaskGenerator({}, {"task_index": [0, 1]}, label="first", seed=seed)),
                     Stage("second", BucketedTaskGenerator({}, {"task_index": [2, 3]}, label="second", seed=seed))],
             advancement_threshold=0.5, min_episodes=draw(st.integers(1, 4)), window=draw(st.integers(1, 4)),
-            regression_threshold=0.25, previous_stage_mix=draw(st.sampled_from([0.0, 0.5])),
+            regression_threshold=0.25, previous_stage_mix=draw(st.sampled_from([0.0, 0.3, 0.5, 0.7])),
         )
         generator = None
     return CurriculumConfig(

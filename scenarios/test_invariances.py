@@ -13,6 +13,9 @@ because those never vary it:
 - late completions: a completion of a task that already left the pool (a stale worker) must
   count as late and change nothing else; crediting it to the slot's new task, advancing a
   counter the sampler reads or drawing from the random stream all change what comes next.
+- shared memory: the same run with its statistics in shared memory (one process) must make
+  the same choices as with local ones; a shared-tracker path that reads, rounds or restores
+  anything differently shows.
 
 Each relation needs no oracle: the reference run is the same curriculum on the same student
 and seed. Scores are rounded to multiples of 1/1024 in both runs, so mapping them into
@@ -25,6 +28,7 @@ statistic, its image in the other range).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -247,3 +251,29 @@ def test_late_completions_change_nothing_but_the_late_count(curriculum_factory, 
     differ = _mismatches(expected, run.stats, None, "stats()")
     assert not differ, f"{what}: stats() differ from the run without them (late_completions aside), seed " \
                        f"{scenario_seed}: " + "; ".join(differ[:5])
+
+
+@pytest.mark.parametrize("setup", ["churn", "staged"])
+def test_shared_memory_changes_nothing(curriculum_factory, require_capability, scenario_seed, setup) -> None:
+    """The same run with its statistics in shared memory (one process) hands out the same tasks
+    and reports the same numbers as with local ones: the shared tracker's transactions, journal
+    and versions are bookkeeping, never part of the curriculum's choices."""
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option")
+    if setup == "staged":
+        make_space, make_config = _SETUPS["staged"]
+    else:  # learning progress evicting every few episodes: the memory of configurations is written often
+        make_space = lambda seed: impossible_task_space(num_learnable=5, num_impossible=45, seed=seed)  # noqa: E731
+        make_config = lambda space, seed: _churn_config(space.generator, seed)  # noqa: E731
+    space = make_space(scenario_seed)
+    reference = _Run(_build(curriculum_factory, make_config(space, scenario_seed), setup, require_capability), space)
+    space = make_space(scenario_seed)
+    shared = curriculum_factory(make_config(space, scenario_seed), shared_memory=True)
+    try:
+        run = _Run(shared, space)
+    finally:
+        getattr(shared, "close", lambda: None)()
+    what = f"{setup}, statistics in shared memory"
+    _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
+    differ = _mismatches(reference.stats, run.stats, None, "stats()")
+    assert not differ, f"{what}: stats() differ from the local run's, seed {scenario_seed}: " + "; ".join(differ[:5])

@@ -12,7 +12,9 @@ agent's done step), with pulsed ones the wrapper sums the rewards and the env re
 infos as one dict whose reset info shares its keys with the episode-end info (an auto-reset
 must not overwrite the ended episode's numbers). Every episode must be recorded exactly once
 with the mean of the three returns; the accounting oracle checks each one, every reported
-number, and that the env's own info numbers reach the user unchanged.
+number, and that the env's own info numbers reach the user unchanged; each recorder (each
+env's, or the main process's under centralized tracking) reports pool-wide numbers every
+`stats_interval` completions.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
 
     try:
         if backend == "single":
-            env = curriculum_env_class(make_env(), target, seed=scenario_seed)
+            env = curriculum_env_class(make_env(), target, seed=scenario_seed, stats_interval=LIMITS.stats_interval)
             env.reset()
             actions = np.zeros(LIMITS.num_agents, dtype=np.int32)
             for _ in range(LIMITS.steps):
@@ -90,7 +92,8 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
             if asynchronous:
                 vec_options = {"num_workers": LIMITS.num_envs, "batch_size": LIMITS.num_envs // 2, "overwork": True}
             vecenv = make_curriculum_vecenv(make_env, target, backend=backend, tracking=tracking,
-                                            num_envs=LIMITS.num_envs, seed=scenario_seed, **vec_options)
+                                            num_envs=LIMITS.num_envs, seed=scenario_seed,
+                                            stats_interval=LIMITS.stats_interval, **vec_options)
             try:
                 vecenv.reset(seed=scenario_seed)
                 actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
@@ -108,6 +111,16 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
         assert recorded == ended, (
             f"{context}: {ended} multi-agent episodes ended but the curriculum recorded {recorded}, seed {scenario_seed}"
         )
+        recorders: dict[str, list[bool]] = {}  # one per env, or the main process's under centralized tracking
+        for episode in watcher.episodes:
+            recorders.setdefault("main" if tracking == "centralized" else episode.record.env, []).append(
+                episode.pool_report)
+        interval = LIMITS.stats_interval
+        off = {name: (sum(reports), -(-len(reports) // interval)) for name, reports in recorders.items()
+               if sum(reports) != -(-len(reports) // interval)}
+        assert not off, (
+            f"{context}: pool-wide reports every {interval} completions from the first: (reports, expected) per "
+            f"recorder {off}, seed {scenario_seed}")
         watcher.verify(curriculum)
         if not asynchronous:  # which workers an asynchronous batch holds depends on timing
             golden({"episodes": ended, "mean_score": sum(e.score for e in watcher.episodes) / ended})

@@ -233,25 +233,28 @@ def _differences(seen: np.ndarray, committed: np.ndarray) -> str:
     return f"{where.size} of {committed.size} entries differ ({first})"
 
 
-def _write_then_hang(curriculum, slot: int, ready, seconds: float) -> None:
-    """A writer stuck inside an update: it wrote slot `slot` twice, then every slot of the pool
-    (more rows than one update usually touches), and never committed."""
+def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float) -> None:
+    """A writer stuck inside an update: it wrote slot `slot` twice, then the next slot ("few"
+    rows) or every slot of the pool ("all": more rows than one update usually touches), and
+    never committed."""
     tracker = curriculum.tracker
     tracker.lock.acquire()
     tracker.record(slot, 1.0)
     tracker.record(slot, 0.0)
-    for other in range(tracker.capacity):
+    for other in range(tracker.capacity) if rows == "all" else [(slot + 1) % tracker.capacity]:
         tracker.record(other, 1.0)
     ready.set()
     time.sleep(seconds)
 
 
+@pytest.mark.parametrize("rows", ["few", "all"])
 @pytest.mark.parametrize("history", ["uniform", "evicting"])
 def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory, require_capability,
-                                                              scenario_seed, history) -> None:
+                                                              scenario_seed, history, rows) -> None:
     """Lock-free readers see a stuck writer's open update as not yet made, and a writer killed
     mid-update leaves every statistic exactly as it was committed before. The update writes one
-    row twice, then every row of a `LIMITS.journal_pool`-task pool. `evicting`: the updates
+    row twice, then one more row ("few": each row journaled on its own) or every row of a
+    `LIMITS.journal_pool`-task pool ("all": the rows journaled at once). `evicting`: the updates
     committed before it evicted tasks many times, each writing the memory of evicted
     configurations (arrays a transaction saves only when it writes them), which must survive
     the rollback as committed."""
@@ -278,7 +281,7 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         committed, committed_total = tracker.snapshot(), tracker.total_completions
 
         ready = CTX.Event()
-        holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, ready, 60.0), daemon=True)
+        holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0), daemon=True)
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()

@@ -11,7 +11,8 @@ after `min_episodes`; previous-stage tasks mixed into the pool do not count) on 
 completions and checks the stage after every one of
 them, and every number the run reports. The rule is also replayed over every pairing of
 `min_episodes` and `window` from 1 to `LIMITS.sweep_max` (a minimum below the window decides
-on a partly filled window), with and without a previous-stage mix, on a seeded score stream.
+on a partly filled window), with and without a previous-stage mix (one rounded to a whole
+number of slots), on a seeded score stream.
 """
 
 from __future__ import annotations
@@ -79,12 +80,13 @@ def test_stage_advances_and_regresses_exactly_by_its_rule(curriculum_factory, re
 
 def test_stage_rule_holds_for_every_minimum_and_window(curriculum_factory, require_capability, scenario_seed,
                                                       oracle) -> None:
-    """Every (`min_episodes`, `window`) pairing up to `LIMITS.sweep_max`, mixes 0 and
-    `LIMITS.previous_stage_mix`: scores from a seeded stream that crosses both thresholds in
-    runs of high and low scores, quarters whose window means often land exactly on a threshold
-    (where the rule advances, and does not regress), the oracle replaying the rule."""
+    """Every (`min_episodes`, `window`) pairing up to `LIMITS.sweep_max`, with every mix of
+    `LIMITS.sweep_mixes` (one of them a fractional number of slots): scores from a seeded
+    stream that crosses both thresholds in runs of high and low scores, quarters whose window
+    means often land exactly on a threshold (where the rule advances, and does not regress),
+    the oracle replaying the rule."""
     for minimum, window, mix in itertools.product(range(1, LIMITS.sweep_max + 1), range(1, LIMITS.sweep_max + 1),
-                                                  (0.0, LIMITS.previous_stage_mix)):
+                                                  LIMITS.sweep_mixes):
         stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
                                                                             seed=scenario_seed)))
                   for i in range(LIMITS.num_stages)]
