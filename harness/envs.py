@@ -31,8 +31,9 @@ Shared contract (what a curriculum wrapper can rely on):
   `harness.episodes.EpisodeRecord` of the episode (config run, per-agent returns, how it
   ended, a copy of those numbers), the ground truth the accounting oracle checks every
   reported number against. An `ExactAccountingEnv` built with `infos="dict"` returns one dict
-  instead (pufferlib's other convention): empty on ordinary steps, the episode's info at its
-  end, and at every reset the new episode's numbers under the same keys as the ended one's.
+  instead (pufferlib's other convention): the step number on ordinary steps, the episode's
+  info at its end, and at every reset the new episode's numbers under the same keys as the
+  ended one's.
 - Observations are float32 boxes that echo the episode's state (and, for the accounting env,
   the applied config); actions are `Discrete(1)` and ignored.
 """
@@ -74,9 +75,11 @@ __all__ = [
 DESYNC_MODES: Final = ("none", "legacy", "truncate")
 EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
 """How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
-DESYNC_SIGNALS: Final = ("info", "attribute")
-"""How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info, or
-its `desync_truncation` attribute set at that step (both are part of the wrappers' contract)."""
+DESYNC_SIGNALS: Final = ("info", "nested", "attribute")
+"""How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info
+(`exact_accounting/truncated_by_desync`, or "nested" one level deeper:
+`exact_accounting/cut/truncated_by_desync`), or its `desync_truncation` attribute set at that
+step (all are part of the wrappers' contract: the flag counts at any nesting depth)."""
 INFO_FORMATS: Final = ("list", "dict")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts, or one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's)."""
@@ -192,7 +195,9 @@ class TaskDependencyEnv(_HarnessEnv):
     reward. Before any config the task is 0. When `simulator` is given, `num_tasks` is taken
     from it and the env never re-seeds it (several envs in one process may share a student).
     The episode-end info nests the student's best and worst performance over its tasks three
-    levels deep (`task_dependency/student/best_performance`), as dashboards of real envs do.
+    levels deep (`task_dependency/student/best_performance`), and its performance on every
+    task as a numpy array (`task_dependency/student/performance`, which the stats pipeline
+    averages), as real envs report.
     """
 
     CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("task_index",)
@@ -297,7 +302,8 @@ class TaskDependencyEnv(_HarnessEnv):
             "mean_performance": float(performance.mean()),
             "num_mastered": int(np.count_nonzero(performance >= simulator.mastery_threshold)),
             "episode_return": self._return,
-            "student": {"best_performance": float(performance.max()), "worst_performance": float(performance.min())},
+            "student": {"best_performance": float(performance.max()), "worst_performance": float(performance.min()),
+                        "performance": performance.copy()},
         }}
         info = self._episode_info(numbers, {"task_index": task}, (self._paid,), ENDED_TERMINAL, self._step,
                                   performance=float(performance[task]))
@@ -326,8 +332,10 @@ class ExactAccountingEnv(_HarnessEnv):
     it (it is in no return). With `reports_returns` the env defines `get_episode_rewards()`,
     each agent's running total of every reward written for it, after-done ones included (so
     read at the agent's done step it is its return, read later it is not). `infos`
-    (constructor, `INFO_FORMATS`): a list, or one dict whose reset info carries the new
-    episode's `exact_accounting` numbers (zero), the keys of the ended episode's info.
+    (constructor, `INFO_FORMATS`): a list, or one dict at every step (`exact_accounting/step`
+    on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
+    (zero), the keys of the ended episode's info. `fail_every_reset` (constructor): every n-th
+    `reset()` raises before starting anything (an env whose start fails now and then).
 
     The observation of agent i is `[length_i, reward_i, step_in_episode]`, so a test can see
     which config an episode really ran with. Counters (`episodes_completed`, `steps_taken`,
@@ -349,10 +357,14 @@ class ExactAccountingEnv(_HarnessEnv):
         reports_returns: bool = False,
         desync_signal: str = "info",
         infos: str = "list",
+        fail_every_reset: int = 0,
         buf: dict[str, np.ndarray] | None = None,
         seed: int | None = 0,
     ) -> None:
         num_agents = _positive_int("num_agents", num_agents)
+        self._fail_every = _non_negative_int("fail_every_reset", fail_every_reset)
+        self.resets_called = 0
+        """`reset()` calls, failed ones included."""
         if infos not in INFO_FORMATS:
             raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
         self._dict_infos = infos == "dict"
@@ -361,6 +373,7 @@ class ExactAccountingEnv(_HarnessEnv):
         if desync_signal not in DESYNC_SIGNALS:
             raise ValueError(f"Expected `desync_signal` to be one of {DESYNC_SIGNALS!r}, received {desync_signal!r}")
         self._signal_attribute = desync_signal == "attribute"
+        self._desync_signal = desync_signal
         self.desync_truncation = False
         """With `desync_signal="attribute"`: True from a desync cut's step to the next reset."""
         self._num = num_agents
@@ -418,7 +431,9 @@ class ExactAccountingEnv(_HarnessEnv):
                                            and len(set(settings["reward_per_step"])) == 1)
 
     def _no_info(self) -> list[Any] | dict[str, Any]:
-        return {} if self._dict_infos else []
+        """An ordinary step's infos: none in a list; with dict infos, the step number (an env
+        that reports something at every step)."""
+        return {"exact_accounting": {"step": self._step}} if self._dict_infos else []
 
     @property
     def reward_per_step(self) -> float:
@@ -437,7 +452,12 @@ class ExactAccountingEnv(_HarnessEnv):
                               env_cfg.get("end", defaults["end"]), source="env config key {!r}")
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
-        """Start an episode with the pending config, if any."""
+        """Start an episode with the pending config, if any (every `fail_every_reset`-th call
+        raises `RuntimeError` instead, changing nothing)."""
+        self.resets_called += 1
+        if self._fail_every and self.resets_called % self._fail_every == 0:
+            raise RuntimeError(f"ExactAccountingEnv: reset {self.resets_called} failed (fail_every_reset="
+                               f"{self._fail_every}): the episode did not start")
         config = self._take_pending_config()
         if config is not None:
             self._apply(config)
@@ -494,6 +514,8 @@ class ExactAccountingEnv(_HarnessEnv):
         numbers: dict[str, Any] = {"episode_return": sum(returns) / self._num, "episode_length": step}
         if end == ENDED_DESYNC and self._signal_attribute:
             self.desync_truncation = True
+        elif end == ENDED_DESYNC and self._desync_signal == "nested":
+            numbers["cut"] = {"truncated_by_desync": True}
         elif end == ENDED_DESYNC:
             numbers["truncated_by_desync"] = True
         info = self._episode_info({"exact_accounting": numbers}, settings, returns, end, step)

@@ -98,7 +98,8 @@ def task_dependency_info(simulator: TaskDependencySimulator, task_index: int, ep
             "mean_performance": sum(performance) / len(performance),
             "num_mastered": sum(1 for value in performance if value >= threshold),
             "episode_return": episode_return,
-            "student": {"best_performance": max(performance), "worst_performance": min(performance)},
+            "student": {"best_performance": max(performance), "worst_performance": min(performance),
+                        "performance": performance},
         }
     }
 

@@ -339,6 +339,8 @@ class EnvWrapperLimits:
     """Episodes of the single-env config check."""
     abandon_every: int = 4
     """Of those, every this-many-th is abandoned by a `reset()` after its first step."""
+    fail_every_reset: int = 7
+    """The pufferlib-wrapper check's env fails every this-many-th reset (its start is retried)."""
     num_envs: int = 4
     vec_steps: int = 600
     epoch_steps: int = 150

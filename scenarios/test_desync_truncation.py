@@ -121,7 +121,8 @@ ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 @pytest.mark.parametrize("num_envs", [1, 4])
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
                                                                      scenario_seed, num_envs, oracle, golden) -> None:
-    """Tasks end their episodes by terminals, by a plain time limit or by a desync cut."""
+    """Tasks end their episodes by terminals, by a plain time limit or by a desync cut (flagged
+    in the info one level deep, or with 4 envs two levels deep)."""
     # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
     variants = [Variant(f"cut_{end}", {"episode_length": length, "end": end, "reward_per_step": reward}, "learnable", 0)
                 for length in (2, 3, 5) for reward in (0.25, 0.5) for end in ENDINGS]
@@ -134,7 +135,8 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
 
     def make_env(buf=None, seed=0):
         seed = seed + 1000 * scenario_seed
-        return curriculum_env_class(ExactAccountingEnv(buf=buf, seed=seed), curriculum, seed=seed, buf=buf)
+        env = ExactAccountingEnv(buf=buf, seed=seed, desync_signal="info" if num_envs == 1 else "nested")
+        return curriculum_env_class(env, curriculum, seed=seed, buf=buf)
 
     vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=num_envs)
     try:

@@ -233,16 +233,21 @@ def _differences(seen: np.ndarray, committed: np.ndarray) -> str:
     return f"{where.size} of {committed.size} entries differ ({first})"
 
 
+UNCOMMITTED_TASK_ID = 10**9
+"""The id a stuck writer puts into a slot without committing (no curriculum's pool reaches it)."""
+
+
 def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float) -> None:
     """A writer stuck inside an update: it wrote slot `slot` twice, then the next slot ("few"
-    rows) or every slot of the pool ("all": more rows than one update usually touches), and
-    never committed."""
+    rows) or every slot of the pool ("all": more rows than one update usually touches), put a
+    new task into the slot after the next, and never committed."""
     tracker = curriculum.tracker
     tracker.lock.acquire()
     tracker.record(slot, 1.0)
     tracker.record(slot, 0.0)
     for other in range(tracker.capacity) if rows == "all" else [(slot + 1) % tracker.capacity]:
         tracker.record(other, 1.0)
+    tracker.assign((slot + 2) % tracker.capacity, UNCOMMITTED_TASK_ID, evicted=True)  # a task put in, never committed
     ready.set()
     time.sleep(seconds)
 
@@ -279,12 +284,18 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         task_id = tracker.task_id_at(slot)
         committed_stats = tracker.task_stats(slot, task_id)
         committed, committed_total = tracker.snapshot(), tracker.total_completions
+        committed_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
 
         ready = CTX.Event()
         holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0), daemon=True)
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
+        seen_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
+        assert seen_ids == committed_ids, (
+            f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update that put "
+            f"task {UNCOMMITTED_TASK_ID} in; committed: {committed_ids}, seed {scenario_seed}"
+        )
         assert seen_stats == committed_stats, (
             f"a lock-free read of task {task_id} returned {seen_stats} while a writer held an open update; the "
             f"committed (completions, mean, last score) are {committed_stats}, seed {scenario_seed}"

@@ -283,8 +283,13 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
     assert "truncated_by_desync" not in infos[0]["exact_accounting"]
     env.reset()
     assert env.desync_truncation is False
-    with pytest.raises(ValueError, match="^Expected `desync_signal` to be one of \\('info', 'attribute'\\), received 'x'$"):
+    with pytest.raises(ValueError, match="^Expected `desync_signal` to be one of \\('info', 'nested', 'attribute'\\), "
+                                         "received 'x'$"):
         ExactAccountingEnv(desync_signal="x")
+    nested = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="nested")
+    _, infos, _, truncated = run_episode(nested)
+    assert truncated and infos[0]["exact_accounting"]["cut"] == {"truncated_by_desync": True}
+    assert nested.desync_truncation is False
 
 
 def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() -> None:
@@ -292,7 +297,8 @@ def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() 
     _, reset_info = env.reset()
     assert reset_info == {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}
     actions = np.zeros(1, dtype=np.int32)
-    assert env.step(actions)[4] == {} and env.step(actions)[4] == {}
+    assert [env.step(actions)[4] for _ in range(2)] == [{"exact_accounting": {"step": 1}},
+                                                        {"exact_accounting": {"step": 2}}]
     info = env.step(actions)[4]
     assert info["exact_accounting"] == {"episode_return": 1.5, "episode_length": 3}
     record = info[EPISODE_RECORD_KEY]
