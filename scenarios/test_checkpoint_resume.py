@@ -75,6 +75,22 @@ class _InFlight:
         return trace
 
 
+def _uninterrupted(curriculum_factory, require_capability, oracle, config, space, what: str,
+                   play: Any) -> tuple[Any, list[tuple[Any, ...]]]:
+    """The checkpointable curriculum `config` builds (else skip with the reason) and its trace
+    over the whole run, `play`ed uninterrupted under the accounting oracle."""
+    try:
+        curriculum = curriculum_factory(config)
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"{what}: the factory refused the config: {type(error).__name__}: {error}")
+    lacking = missing_capabilities(curriculum, ("get_state", "load_state"))
+    require_capability(not lacking, f"checkpoint/resume needs {lacking}")
+    watcher = oracle(context=f"{what}, uninterrupted run")
+    trace = play(watcher.watch(curriculum), space.simulator, LIMITS.episodes_before + LIMITS.episodes_after)
+    watcher.verify()
+    return curriculum, trace
+
+
 def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle, make_space, config,
                   what: str, play: Any = None, checkpoints: int = 1) -> tuple[Any, Any, list[tuple[int, float]]]:
     """Run `make_space()` uninterrupted and again through checkpoints (JSON, each restored into a
@@ -84,16 +100,9 @@ def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle,
     (default: one episode at a time)."""
     play = play or (lambda: _play)
     space_a = make_space()
-    try:
-        original = curriculum_factory(config(space_a))
-    except (CurriculumConfigError, NotImplementedError) as error:
-        require_capability(False, f"{what}: the factory refused the config: {type(error).__name__}: {error}")
-    lacking = missing_capabilities(original, ("get_state", "load_state"))
-    require_capability(not lacking, f"checkpoint/resume needs {lacking}")
-    total = LIMITS.episodes_before + LIMITS.episodes_after
-    watcher = oracle(context=f"{what}, uninterrupted run")
-    uninterrupted = play()(watcher.watch(original), space_a.simulator, total)
-    watcher.verify()
+    original, uninterrupted = _uninterrupted(curriculum_factory, require_capability, oracle, config(space_a), space_a,
+                                             what, play())
+    total = len(uninterrupted)
 
     space_b = make_space()
     resumed = curriculum_factory(config(space_b))
@@ -198,16 +207,9 @@ def test_a_curriculum_rolled_back_to_a_checkpoint_continues_as_the_uninterrupted
             return CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
                                     num_active_tasks=16, seed=scenario_seed, min_presentations=5)
     space = make_space()
-    try:
-        original = curriculum_factory(config(space))
-    except (CurriculumConfigError, NotImplementedError) as error:
-        require_capability(False, f"{setup}: the factory refused the config: {type(error).__name__}: {error}")
-    lacking = missing_capabilities(original, ("get_state", "load_state"))
-    require_capability(not lacking, f"checkpoint/resume needs {lacking}")
-    total = LIMITS.episodes_before + LIMITS.episodes_after
-    watcher = oracle(context=f"{setup}, uninterrupted run")
-    uninterrupted = _play(watcher.watch(original), space.simulator, total)
-    watcher.verify()
+    original, uninterrupted = _uninterrupted(curriculum_factory, require_capability, oracle, config(space), space,
+                                             setup, _play)
+    total = len(uninterrupted)
 
     space = make_space()
     curriculum = curriculum_factory(config(space))
