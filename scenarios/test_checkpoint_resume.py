@@ -75,16 +75,22 @@ class _InFlight:
         return trace
 
 
-def _uninterrupted(curriculum_factory, require_capability, oracle, config, space, what: str,
-                   play: Any) -> tuple[Any, list[tuple[Any, ...]]]:
-    """The checkpointable curriculum `config` builds (else skip with the reason) and its trace
-    over the whole run, `play`ed uninterrupted under the accounting oracle."""
+def _checkpointable(curriculum_factory, require_capability, config, what: str) -> Any:
+    """The curriculum `config` builds, if it can save and load its state (else skip with the reason)."""
     try:
         curriculum = curriculum_factory(config)
     except (CurriculumConfigError, NotImplementedError) as error:
         require_capability(False, f"{what}: the factory refused the config: {type(error).__name__}: {error}")
     lacking = missing_capabilities(curriculum, ("get_state", "load_state"))
     require_capability(not lacking, f"checkpoint/resume needs {lacking}")
+    return curriculum
+
+
+def _uninterrupted(curriculum_factory, require_capability, oracle, config, space, what: str,
+                   play: Any) -> tuple[Any, list[tuple[Any, ...]]]:
+    """The checkpointable curriculum `config` builds (`_checkpointable`) and its trace over the
+    whole run, `play`ed uninterrupted under the accounting oracle."""
+    curriculum = _checkpointable(curriculum_factory, require_capability, config, what)
     watcher = oracle(context=f"{what}, uninterrupted run")
     trace = play(watcher.watch(curriculum), space.simulator, LIMITS.episodes_before + LIMITS.episodes_after)
     watcher.verify()
@@ -356,12 +362,7 @@ def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_fact
         space = impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)
         config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
                                   num_active_tasks=LIMITS.pool, seed=scenario_seed)
-    try:
-        original = curriculum_factory(config)
-    except (CurriculumConfigError, NotImplementedError) as error:
-        require_capability(False, f"{setup}: the factory refused the config: {type(error).__name__}: {error}")
-    lacking = missing_capabilities(original, ("get_state", "load_state"))
-    require_capability(not lacking, f"checkpoint/resume needs {lacking}")
+    original = _checkpointable(curriculum_factory, require_capability, config, setup)
     _play(original, space.simulator, LIMITS.episodes_before)
     saved = json.loads(json.dumps(original.get_state()))
     changed, unchanged = _changed_configs(config)
