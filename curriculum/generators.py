@@ -27,6 +27,7 @@ __all__ = [
 ]
 
 _SEED_MIX = 0x9E3779B97F4A7C15
+_IMMUTABLE = (int, float, str, bool, type(None))
 
 
 def _task_rng(seed: int, task_id: int) -> random.Random:
@@ -233,6 +234,8 @@ class BucketedTaskGenerator(TaskGenerator):
         parts = [self.label] if self.label else []
         for key, values in self.buckets.items():
             value = values.draw(rng) if isinstance(values, ValueRange) else values[rng.randrange(len(values))]
+            if not isinstance(value, _IMMUTABLE):  # a list value: the task's own, as the base config is
+                value = copy.deepcopy(value)
             _set_path(cfg, key, value)
             names = self.value_labels.get(key)
             if names is not None:

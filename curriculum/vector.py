@@ -613,8 +613,10 @@ class _CurriculumEnvCreator:
         score_fn: ScoreFn | None,
         stats_interval: int,
         stage_source: StageBroadcast | None,
+        base_seed: int = 0,
     ) -> None:
         self.env_creator = env_creator
+        self.base_seed = base_seed
         self.curriculum = curriculum
         self.centralized = centralized
         self.score_fn = score_fn
@@ -642,6 +644,8 @@ class _CurriculumEnvCreator:
         if os.getpid() != self.main_pid:
             _end_with_parent(self.main_pid)
         curriculum = self._curriculum_here()
+        # pufferlib numbers the envs 0, 1, ... itself (its `make` does not pass its `seed` on)
+        seed = self.base_seed + (seed or 0)
         env = self.env_creator(buf=buf, seed=seed)
         return _VectorCurriculumEnv(
             env,
@@ -853,13 +857,14 @@ def make_curriculum_vecenv(
         score_fn=score_fn,
         stats_interval=stats_interval,
         stage_source=broadcast,
+        base_seed=int(seed),
     )
     kwargs = dict(vec_kwargs)
     if not multiprocess:  # Serial would take batch_size as its number of envs (None included)
         kwargs.pop("batch_size", None)
     if workers is not None:
         kwargs["num_workers"] = workers
-    vecenv = pufferlib.vector.make(creator, backend=backend_class, num_envs=num_envs, seed=int(seed), **kwargs)
+    vecenv = pufferlib.vector.make(creator, backend=backend_class, num_envs=num_envs, **kwargs)
     if centralized:
         return CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast, stats_interval=stats_interval,
                                            worker_timeout=worker_timeout)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["STAGED", "MULTI_AGENT", "WORKER_STREAMS", "IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER", "FORGETTING", "AFTER_MASTERY", "RAY_SERVICE",
-           "INVARIANCES"]
+           "INVARIANCES", "TASK_GENERATORS"]
 
 
 @dataclass(frozen=True)
@@ -441,3 +441,20 @@ class InvarianceLimits:
 
 
 INVARIANCES = InvarianceLimits()
+
+
+@dataclass(frozen=True)
+class TaskGeneratorLimits:
+    """Task generators: tasks as declared, in their shares."""
+
+    tasks: int = 6_400
+    """Task ids judged per generator and kind of ids (200 per slot of the pool)."""
+    pool: int = 32
+    """The pool whose strided ids (slot + k * pool) are judged."""
+    far_ids: int = 3 << 40
+    """The first of the far ids (then every 7919th): ids a long run reaches."""
+    cross_process_tasks: int = 300
+    """Task ids of each kind compared with another process's."""
+
+
+TASK_GENERATORS = TaskGeneratorLimits()

@@ -16,6 +16,10 @@ because those never vary it:
 - shared memory: the same run with its statistics in shared memory (one process) must make
   the same choices as with local ones; a shared-tracker path that reads, rounds or restores
   anything differently shows.
+- task-id tags: a generator that also writes the task id into its configs (a level seed
+  taken from the id, a tag) describes the same tasks; a curriculum that tells configurations
+  apart by their whole config sees every admission as new, and one that drops the wrong
+  fields merges different tasks.
 
 Each relation needs no oracle: the reference run is the same curriculum on the same student
 and seed. Scores are rounded to multiples of 1/1024 in both runs, so mapping them into
@@ -277,3 +281,36 @@ def test_shared_memory_changes_nothing(curriculum_factory, require_capability, s
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
     differ = _mismatches(reference.stats, run.stats, None, "stats()")
     assert not differ, f"{what}: stats() differ from the local run's, seed {scenario_seed}: " + "; ".join(differ[:5])
+
+
+class TaggedTasks(TaskGenerator):
+    """`generator` whose configs also carry the task id (`level_seed`), the tasks unchanged."""
+
+    def __init__(self, generator: TaskGenerator) -> None:
+        self.generator = generator
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        env_cfg, label = self.generator.generate(task_id)
+        return {**env_cfg, "level_seed": task_id}, label
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "tagged_tasks", "generator": self.generator.describe()}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.generator.labels
+
+
+def test_task_id_tags_change_nothing(curriculum_factory, scenario_seed) -> None:
+    """Learning progress evicting every few episodes (its memory of configurations in use) with
+    every config also carrying its task id hands out the same tasks and reports the same
+    numbers as without the tag."""
+    make_space = lambda: impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)  # noqa: E731
+    space = make_space()
+    reference = _Run(curriculum_factory(_churn_config(space.generator, scenario_seed)), space)
+    space = make_space()
+    run = _Run(curriculum_factory(_churn_config(TaggedTasks(space.generator), scenario_seed)), space)
+    what = "5 learnable + 45 impossible tasks, pool 16, every config tagged with its task id (level_seed)"
+    _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
+    differ = _mismatches(reference.stats, run.stats, None, "stats()")
+    assert not differ, f"{what}: stats() differ from the untagged run's, seed {scenario_seed}: " + "; ".join(differ[:5])

@@ -39,11 +39,24 @@ when the run stops, and pufferlib's asynchronous API cannot receive it without s
 batch, so the episodes the main process saw cannot be counted exactly."""
 
 
-def agent_config(seed: int) -> CurriculumConfig:
-    """Tasks whose three agents earn different rewards and end at different steps."""
+_REWARDS = (1.0, 0.5, 0.25, 0.0, 0.75, 0.125)
+_LENGTHS = (2, 5, 3, 1, 4)
+
+
+def agent_config(seed: int, num_agents: int = LIMITS.num_agents) -> CurriculumConfig:
+    """Tasks whose agents earn different rewards and end at different steps (three options
+    per agent, each a different rotation of the same values)."""
+    if num_agents == 3:  # the values the golden metrics were recorded with
+        rewards = [[1.0, 0.5, 0.25], [0.25, 0.25, 1.0], [0.5, 0.0, 0.75]]
+        lengths = [[2, 5, 3], [4, 1, 4], [3, 3, 3]]
+    else:
+        rewards = [[_REWARDS[(2 * option + agent) % len(_REWARDS)] for agent in range(num_agents)]
+                   for option in range(3)]
+        lengths = [[_LENGTHS[(option + 2 * agent) % len(_LENGTHS)] for agent in range(num_agents)]
+                   for option in range(3)]
     generator = LabelledTaskGenerator(BucketedTaskGenerator({}, {
-        "reward_per_step": [[1.0, 0.5, 0.25], [0.25, 0.25, 1.0], [0.5, 0.0, 0.75]],
-        "episode_length": [[2, 5, 3], [4, 1, 4], [3, 3, 3]],
+        "reward_per_step": rewards,
+        "episode_length": lengths,
         "end": ["terminal", "truncated"],
     }, label="team", seed=seed))
     return CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=LIMITS.pool,
@@ -124,6 +137,45 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
         watcher.verify(curriculum)
         if not asynchronous:  # which workers an asynchronous batch holds depends on timing
             golden({"episodes": ended, "mean_score": sum(e.score for e in watcher.episodes) / ended})
+    finally:
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+
+
+def _weighted_score(returns: np.ndarray) -> float:
+    """A score that tells the agents apart: agent i's return weighs i + 1 (normalised)."""
+    weights = np.arange(1, len(returns) + 1, dtype=np.float64)
+    return float(np.dot(returns, weights) / weights.sum())
+
+
+@pytest.mark.parametrize("score", ["mean", "score_fn"])
+@pytest.mark.parametrize("done_flags", ["hold", "pulse"])
+@pytest.mark.parametrize("num_agents", [1, 2, 4, 8])
+def test_every_agent_count_scores_each_episode_once(curriculum_factory, curriculum_env_class, scenario_seed,
+                                                    num_agents, done_flags, score, oracle) -> None:
+    """Other agent counts, and a `score_fn` that weighs the agents differently: a wrapper
+    picks its step path by how many agents there are, whether the env reports returns and
+    whether the score needs each agent's return, so every combination must score the same."""
+    score_fn = _weighted_score if score == "score_fn" else None
+    context = f"{num_agents} agent(s), {done_flags} flags, {score}"
+    watcher = oracle(context=context, score_fn=score_fn)
+    curriculum = curriculum_factory(agent_config(scenario_seed, num_agents))
+    env = curriculum_env_class(
+        ExactAccountingEnv(num_agents=num_agents, done_flags=done_flags, after_done_reward=LIMITS.after_done_reward,
+                           reports_returns=done_flags == "hold", infos="list" if done_flags == "hold" else "dict",
+                           seed=scenario_seed),
+        watcher.watch(curriculum), seed=scenario_seed, score_fn=score_fn, stats_interval=LIMITS.stats_interval)
+    try:
+        env.reset()
+        actions = np.zeros(num_agents, dtype=np.int32)
+        for _ in range(LIMITS.steps):
+            watcher.observe(env.step(actions)[4])
+        env.close()
+        ended = len(watcher.episodes)
+        assert ended >= LIMITS.min_episodes, (
+            f"{context}: the env reported {ended} episodes in {LIMITS.steps} steps, expected at least "
+            f"{LIMITS.min_episodes}, seed {scenario_seed}")
+        watcher.verify(curriculum)
     finally:
         if callable(getattr(curriculum, "close", None)):
             curriculum.close()

@@ -65,7 +65,13 @@ def _streams(curriculum_factory, seed: int, backend: str, algorithm, oracle) -> 
     for episode in watcher.episodes:
         streams.setdefault(episode.record.env, []).append(episode.record.identity)
     # env names are `<pid>:<seed>:<n>`: order the envs by their vector seed, which names the slot
-    return {index: streams[name] for index, name in enumerate(sorted(streams, key=lambda n: int(n.split(":")[1])))}
+    names = sorted(streams, key=lambda n: int(n.split(":")[1]))
+    env_seeds = [int(name.split(":")[1]) for name in names]
+    expected = list(range(seed, seed + LIMITS.num_envs))
+    assert env_seeds == expected, (
+        f"{backend}: make_curriculum_vecenv(seed={seed}) built envs with seeds {env_seeds}, expected env i to get "
+        f"seed + i: {expected}")
+    return {index: streams[name] for index, name in enumerate(names)}
 
 
 @pytest.fixture

@@ -1,0 +1,339 @@
+"""What a task generator must do, checked against what its arguments declare.
+
+A generator maps a task id to `(env_cfg, label)`. From its arguments alone one can say what
+every task may hold and how often each value must come up; `GeneratorSpec` holds that, and
+`check_generator` compares a generator's tasks with it:
+
+- every task is a fresh config (changing one never shows in another, nor in the generator),
+  with the base config's fields, every bucket key set to one of its values (a range's ints
+  are ints within both ends, its floats floats within them), and the label its values name;
+- the same id gives the same task again, from a fresh generator built with the same
+  arguments, and in another process (`same_in_another_process`);
+- over many ids (the strided ids a pool hands out, and ids far beyond 2^32) each value of a
+  list, each integer of an int range and each tenth of a float range comes up in its share, and
+  so does each pair of two buckets' values (draws independent of each other);
+- a weighted set picks its children in proportion to their weights (never one of weight 0),
+  and each child's own draws keep their shares among the ids it gets (the pick and the
+  child's draws independent).
+
+Shares are judged cell by cell: a count may stray from its expectation by at most `Z`
+binomial standard deviations (a false alarm about once in 10^9 cells).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib
+import json
+import math
+import os
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from curriculum import BucketedTaskGenerator, SingleTaskGenerator, TaskGenerator, ValueRange, WeightedTaskSetGenerator
+
+__all__ = ["GeneratorSpec", "REFERENCE_GENERATORS", "check_generator", "same_in_another_process", "Z"]
+
+Z = 6.0
+"""Binomial standard deviations a count may stray from its expectation."""
+
+FLOAT_BINS = 10
+"""A float range is judged in this many equal parts."""
+
+
+@dataclass(frozen=True)
+class GeneratorSpec:
+    """What a generator's arguments declare: its base config, its buckets (a list of values
+    or a `ValueRange` per dotted key), its label and value labels, and for a weighted set
+    its children's specs with their weights."""
+
+    base: Mapping[str, Any] = field(default_factory=dict)
+    buckets: Mapping[str, Sequence[Any] | ValueRange] = field(default_factory=dict)
+    label: str = ""
+    value_labels: Mapping[str, Mapping[Any, str]] = field(default_factory=dict)
+    children: Sequence[tuple[GeneratorSpec, float]] = ()
+
+
+def _bucketed(spec: GeneratorSpec, seed: int) -> BucketedTaskGenerator:
+    return BucketedTaskGenerator(spec.base, spec.buckets, label=spec.label or None,
+                                 value_labels=spec.value_labels or None, seed=seed)
+
+
+_GRID = GeneratorSpec(
+    base={"game": {"name": "maze", "map": {"width": 0, "walls": [1, 2]}}, "mode": "train"},
+    buckets={"game.map.width": [10, 20, 40], "difficulty": [0, 1, 2, 3, 4], "opponents": [[1], [1, 2], [3]]},
+    label="maze", value_labels={"game.map.width": {10: "small", 20: "medium", 40: "large"}},
+)
+_INT_RANGE = GeneratorSpec(base={"kind": "ints"}, buckets={"level": ValueRange(-3, 4)}, label="ints")
+_FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2]}, label="floats")
+_SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}}, label="single")
+_NEVER = GeneratorSpec(base={"never": True}, label="never")
+_WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_INT_RANGE, 1.0), (_NEVER, 0.0), (_FLOAT_RANGE, 2)))
+
+
+def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
+    """The built-in generator `spec` describes."""
+    if spec.children:
+        # every child with the set's seed, as users write it: the pick must not follow the children's draws
+        return WeightedTaskSetGenerator([(build(child, seed), weight) for child, weight in spec.children], seed=seed)
+    if spec.buckets:
+        return _bucketed(spec, seed)
+    return SingleTaskGenerator(spec.base, label=spec.label)
+
+
+REFERENCE_GENERATORS: dict[str, GeneratorSpec] = {
+    "grid": _GRID, "int_range": _INT_RANGE, "float_range": _FLOAT_RANGE, "single": _SINGLE, "weighted": _WEIGHTED,
+}
+"""The generators the gate checks, by name."""
+
+
+def _get_path(cfg: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return _MISSING
+        node = node[part]
+    return node
+
+
+_MISSING = object()
+
+
+def _without(cfg: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
+    """`cfg` with the bucket keys' values blanked (what must equal the base config)."""
+    out = copy.deepcopy(dict(cfg))
+    for dotted in keys:
+        node = out
+        *parents, last = dotted.split(".")
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and last in node:
+            node[last] = None
+    return out
+
+
+def _cell(value: Any, values: Sequence[Any] | ValueRange) -> Any:
+    """The cell a drawn value falls in: the value's index in a list, the integer of an int
+    range, the tenth of a float range."""
+    if isinstance(values, ValueRange):
+        if isinstance(values.low, int) and isinstance(values.high, int):
+            return value
+        if values.high == values.low:
+            return 0
+        return min(int((value - values.low) / (values.high - values.low) * FLOAT_BINS), FLOAT_BINS - 1)
+    return next(i for i, v in enumerate(values) if v == value and type(v) is type(value))
+
+
+def _cells(values: Sequence[Any] | ValueRange) -> list[Any]:
+    if isinstance(values, ValueRange):
+        if isinstance(values.low, int) and isinstance(values.high, int):
+            return list(range(values.low, values.high + 1))
+        return list(range(FLOAT_BINS)) if values.high > values.low else [0]
+    return list(range(len(values)))
+
+
+def _value_problem(key: str, value: Any, values: Sequence[Any] | ValueRange) -> str | None:
+    if value is _MISSING:
+        return f"bucket key {key!r} is missing from the config"
+    if isinstance(values, ValueRange):
+        ints = isinstance(values.low, int) and isinstance(values.high, int)
+        kind = int if ints else float
+        if type(value) is not kind or not values.low <= value <= values.high:
+            return (f"{key}={value!r} ({type(value).__name__}) is not a {kind.__name__} in "
+                    f"[{values.low}, {values.high}]")
+        return None
+    if not any(v == value and type(v) is type(value) for v in values):
+        return f"{key}={value!r} is none of the bucket's values {list(values)!r}"
+    return None
+
+
+def _expected_label(spec: GeneratorSpec, cfg: Mapping[str, Any]) -> str:
+    parts = [spec.label] if spec.label else []
+    for key in spec.buckets:
+        names = spec.value_labels.get(key)
+        if names is not None:
+            parts.append(names[_get_path(cfg, key)])
+    return "_".join(parts) if parts else "default"
+
+
+def _task_problem(spec: GeneratorSpec, cfg: Any, label: Any) -> str | None:
+    """What is wrong with one task of a bucketed or single generator, or None."""
+    if not isinstance(cfg, dict):
+        return f"env_cfg is a {type(cfg).__name__}, expected a dict"
+    for key, values in spec.buckets.items():
+        problem = _value_problem(key, _get_path(cfg, key), values)
+        if problem:
+            return problem
+    if _without(cfg, list(spec.buckets)) != _blank_base(spec):
+        return f"env_cfg {cfg!r} does not keep the base config {dict(spec.base)!r} outside the bucket keys"
+    expected = _expected_label(spec, cfg)
+    if label != expected:
+        return f"label {label!r}, expected {expected!r} for {cfg!r}"
+    return None
+
+
+_BLANK_BASES: dict[int, dict[str, Any]] = {}
+
+
+def _blank_base(spec: GeneratorSpec) -> dict[str, Any]:
+    """The base config with every bucket key's path created (as generating a task does) and
+    its value blanked: what every task must equal outside its bucket keys."""
+    blank = _BLANK_BASES.get(id(spec))
+    if blank is None:
+        blank = copy.deepcopy(dict(spec.base))
+        for dotted in spec.buckets:
+            node = blank
+            *parents, last = dotted.split(".")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[last] = None
+        _BLANK_BASES[id(spec)] = blank
+    return blank
+
+
+def _stray(counts: Mapping[Any, int], shares: Mapping[Any, float], n: int) -> list[str]:
+    """Cells whose count strays more than `Z` binomial standard deviations from n * share."""
+    out = []
+    for cell, share in shares.items():
+        expected = n * share
+        sd = math.sqrt(n * share * (1.0 - share)) if 0.0 < share < 1.0 else 0.0
+        got = counts.get(cell, 0)
+        if abs(got - expected) > Z * sd + 1e-9:
+            out.append(f"{cell!r}: {got} of {n} (expected {expected:.0f} +- {Z * sd:.0f})")
+    extra = [cell for cell in counts if cell not in shares]
+    if extra:
+        out.append(f"cells outside the declared ones: {extra[:5]!r}")
+    return out
+
+
+def _shares(spec: GeneratorSpec, tasks: list[tuple[Any, Any]], what: str) -> list[str]:
+    """Per bucket and per pair of buckets: counts of each cell against uniform shares."""
+    problems = []
+    n = len(tasks)
+    keys = list(spec.buckets)
+    for key in keys:
+        values = spec.buckets[key]
+        cells = _cells(values)
+        counts = Counter(_cell(_get_path(cfg, key), values) for cfg, _ in tasks)
+        for line in _stray(counts, {c: 1.0 / len(cells) for c in cells}, n):
+            problems.append(f"{what}: bucket {key!r} value {line}")
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            cells_a, cells_b = _cells(spec.buckets[a]), _cells(spec.buckets[b])
+            counts = Counter((_cell(_get_path(cfg, a), spec.buckets[a]), _cell(_get_path(cfg, b), spec.buckets[b]))
+                             for cfg, _ in tasks)
+            share = 1.0 / (len(cells_a) * len(cells_b))
+            for line in _stray(counts, {(x, y): share for x in cells_a for y in cells_b}, n):
+                problems.append(f"{what}: buckets {a!r} x {b!r} pair {line}")
+    return problems
+
+
+def _leaves(spec: GeneratorSpec) -> list[tuple[GeneratorSpec, float]]:
+    """A weighted set's children with their normalised weights."""
+    total = sum(w for _, w in spec.children)
+    return [(child, w / total) for child, w in spec.children]
+
+
+def _which_child(spec: GeneratorSpec, cfg: Any, label: Any) -> int | None:
+    """The child whose tasks look like this one (labels and base configs tell them apart)."""
+    matches = [i for i, (child, _) in enumerate(spec.children) if _task_problem(child, cfg, label) is None]
+    return matches[0] if len(matches) == 1 else None
+
+
+def check_generator(spec: GeneratorSpec, make: Callable[[int], TaskGenerator], *, seed: int,
+                    ids: Sequence[int]) -> list[str]:
+    """Every way the generator `make(seed)` departs from `spec` over the task `ids`."""
+    generator = make(seed)
+    fresh = make(seed)
+    problems: list[str] = []
+    tasks = []
+    for task_id in ids:
+        cfg, label = generator.generate(task_id)
+        kept = copy.deepcopy(cfg)
+        if isinstance(cfg, dict):  # a caller that changes its task must not change the next one
+            cfg["changed"] = True
+            for value in cfg.values():
+                if isinstance(value, dict):
+                    value["changed"] = True
+                elif isinstance(value, list):
+                    value.append("changed")
+        again = generator.generate(task_id)
+        if again != (kept, label):
+            problems.append(f"task {task_id}: generated {kept!r}, {label!r}; again (after the caller changed its "
+                            f"copy) {again!r}")
+            break
+        if fresh.generate(task_id) != (kept, label):
+            problems.append(f"task {task_id}: a generator built with the same arguments gives "
+                            f"{fresh.generate(task_id)!r}, this one {(kept, label)!r}")
+            break
+        tasks.append((kept, label))
+    if problems:
+        return problems
+    if spec.children:
+        return problems + _check_weighted(spec, tasks, ids)
+    for task_id, (cfg, label) in zip(ids, tasks):
+        problem = _task_problem(spec, cfg, label)
+        if problem:
+            return [f"task {task_id}: {problem}"]
+    problems += _shares(spec, tasks, f"{len(tasks)} tasks")
+    labels = set(getattr(generator, "labels", ()))
+    drawn = {label for _, label in tasks}
+    if drawn != labels:
+        problems.append(f"labels drawn {sorted(drawn)} but the generator's `labels` are {sorted(labels)}")
+    return problems
+
+
+def _check_weighted(spec: GeneratorSpec, tasks: list[tuple[Any, Any]], ids: Sequence[int]) -> list[str]:
+    problems = []
+    picked: dict[int, list[tuple[Any, Any]]] = {}
+    for task_id, (cfg, label) in zip(ids, tasks):
+        child = _which_child(spec, cfg, label)
+        if child is None:
+            return [f"task {task_id}: {cfg!r}, {label!r} is a task of none of the children"]
+        picked.setdefault(child, []).append((cfg, label))
+    n = len(tasks)
+    counts = Counter({child: len(group) for child, group in picked.items()})
+    weights = {i: w for i, (_, w) in enumerate(_leaves(spec))}
+    problems += [f"{n} tasks: child {line}" for line in _stray(counts, weights, n)]
+    for child, group in picked.items():
+        child_spec = spec.children[child][0]
+        problems += _shares(child_spec, group, f"the {len(group)} tasks of child {child}")
+    return problems
+
+
+_CHILD = """
+import importlib, json, sys
+from harness.generator_checks import REFERENCE_GENERATORS
+name, seed, ids, builder, path = json.loads(sys.stdin.read())
+if path:
+    sys.path.insert(0, path)
+module, function = builder.split(":")
+generator = getattr(importlib.import_module(module), function)(REFERENCE_GENERATORS[name], seed)
+print(json.dumps([generator.generate(i) for i in ids], sort_keys=True, default=repr))
+"""
+
+
+def same_in_another_process(name: str, seed: int, ids: Sequence[int], *, hash_seed: int,
+                            builder: str = "harness.generator_checks:build", path: str | None = None) -> list[str]:
+    """Whether a fresh process (with its own string-hash seed) generates the same tasks as
+    this one, both building the generator with `builder(spec, seed)` ("module:function",
+    importable from `path` if given)."""
+    module, function = builder.split(":")
+    if path and path not in sys.path:
+        sys.path.insert(0, path)
+    here = getattr(importlib.import_module(module), function)(REFERENCE_GENERATORS[name], seed)
+    expected = json.loads(json.dumps([here.generate(i) for i in ids], sort_keys=True, default=repr))
+    env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
+    done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps([name, seed, list(ids), builder, path]),
+                          capture_output=True, text=True, env=env, check=False, timeout=120)
+    if done.returncode:
+        return [f"the other process failed: {done.stderr.strip()[-500:]}"]
+    there = json.loads(done.stdout)
+    for task_id, a, b in zip(ids, expected, there):
+        if a != b:
+            return [f"task {task_id}: this process generates {a!r}, another one (PYTHONHASHSEED={hash_seed}) {b!r}"]
+    return []

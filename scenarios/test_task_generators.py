@@ -1,0 +1,59 @@
+"""Task generators: every task is what the generator's arguments declare, in their shares.
+
+Bug class: a range whose upper end is never drawn or whose integers lean towards zero, a
+bucket value or a weighted set's child drawn more or less often than declared, a weighted
+set whose pick is correlated with its child's own draws, a task config shared with the
+generator or with other tasks (a caller's change showing up in later tasks), a label that
+names another value, a task that differs between processes or between two generators built
+alike. Every curriculum samples through its generator, so such a bug skews every pool
+while each component's own numbers look fine.
+
+The built-in generators (a grid of lists with value labels and nested keys, an int range
+across zero, a float range, a single task, a weighted set of them with a child of weight 0)
+are checked against what their arguments declare (`harness.generator_checks`): exactly, per
+task (bounds, types, base config, label, copies, determinism, another process); and over
+many task ids (the strided ids a pool of 32 hands out, and ids beyond 2^32), each value's,
+pair's and child's share within `Z` binomial standard deviations.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.generator_checks import REFERENCE_GENERATORS, Z, build, check_generator, same_in_another_process
+from harness.thresholds import TASK_GENERATORS as LIMITS
+
+
+def _ids(kind: str) -> list[int]:
+    if kind == "pool":  # slot + k * capacity: the ids evictions hand out
+        return [slot + k * LIMITS.pool for k in range(LIMITS.tasks // LIMITS.pool) for slot in range(LIMITS.pool)]
+    return [LIMITS.far_ids + 7919 * i for i in range(LIMITS.tasks)]
+
+
+@pytest.mark.parametrize("ids", ["pool", "far"])
+@pytest.mark.parametrize("name", list(REFERENCE_GENERATORS))
+def test_tasks_are_what_the_generator_declares(name, ids, scenario_seed) -> None:
+    spec = REFERENCE_GENERATORS[name]
+    problems = check_generator(spec, lambda seed: build(spec, seed), seed=scenario_seed, ids=_ids(ids))
+    assert not problems, (
+        f"{name} generator, {ids} task ids, seed {scenario_seed} ({len(problems)} problem(s), shares judged at "
+        f"{Z:g} standard deviations):\n  " + "\n  ".join(problems[:12]))
+
+
+def test_another_process_generates_the_same_tasks(scenario_seed) -> None:
+    ids = _ids("pool")[:LIMITS.cross_process_tasks] + _ids("far")[:LIMITS.cross_process_tasks]
+    for name in REFERENCE_GENERATORS:
+        problems = same_in_another_process(name, scenario_seed, ids, hash_seed=scenario_seed + 1)
+        assert not problems, f"{name} generator, seed {scenario_seed}: {problems[0]}"
+
+
+def test_another_seed_gives_other_tasks(scenario_seed) -> None:
+    ids = _ids("pool")[:LIMITS.cross_process_tasks]
+    for name, spec in REFERENCE_GENERATORS.items():
+        if not spec.buckets and not spec.children:
+            continue
+        first, other = build(spec, scenario_seed), build(spec, scenario_seed + 1)
+        same = sum(first.generate(i) == other.generate(i) for i in ids)
+        assert same < len(ids) // 2, (
+            f"{name} generator: seeds {scenario_seed} and {scenario_seed + 1} gave the same task for {same} of "
+            f"{len(ids)} ids")
