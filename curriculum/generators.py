@@ -219,7 +219,8 @@ class BucketedTaskGenerator(TaskGenerator):
                 raise CurriculumConfigError(
                     f"Expected bucket {key!r} to be a non-empty list of values or a ValueRange, received {values!r}"
                 )
-        self.buckets = {k: (v if isinstance(v, ValueRange) else list(v)) for k, v in buckets.items()}
+        # the caller may change its own lists later, the values' inner lists included
+        self.buckets = {k: (v if isinstance(v, ValueRange) else copy.deepcopy(list(v))) for k, v in buckets.items()}
         self.value_labels = _check_value_labels(value_labels, self.buckets)
         self.base_cfg = copy.deepcopy(dict(base_cfg))  # the caller may change its own dicts later
         if label is None and self.value_labels:

@@ -195,9 +195,9 @@ class TaskDependencyEnv(_HarnessEnv):
     reward. Before any config the task is 0. When `simulator` is given, `num_tasks` is taken
     from it and the env never re-seeds it (several envs in one process may share a student).
     The episode-end info nests the student's best and worst performance over its tasks three
-    levels deep (`task_dependency/student/best_performance`), and its performance on every
-    task as a numpy array (`task_dependency/student/performance`, which the stats pipeline
-    averages), as real envs report.
+    levels deep (`task_dependency/student/best_performance`), its performance on every task as
+    a numpy array (`task_dependency/student/performance`, which the stats pipeline averages),
+    and numpy scalars (`num_mastered` an int64, `mastered` a bool), as real envs report.
     """
 
     CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("task_index",)
@@ -300,7 +300,8 @@ class TaskDependencyEnv(_HarnessEnv):
             "performance": float(performance[task]),
             "task_index": task,
             "mean_performance": float(performance.mean()),
-            "num_mastered": int(np.count_nonzero(performance >= simulator.mastery_threshold)),
+            "num_mastered": np.int64(np.count_nonzero(performance >= simulator.mastery_threshold)),
+            "mastered": np.bool_(performance[task] >= simulator.mastery_threshold),
             "episode_return": self._return,
             "student": {"best_performance": float(performance.max()), "worst_performance": float(performance.min()),
                         "performance": performance.copy()},

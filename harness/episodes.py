@@ -24,6 +24,7 @@ from curriculum.generators import TaskGenerator
 
 __all__ = [
     "EPISODE_RECORD_KEY",
+    "ENV_INFO_KEYS",
     "TASK_LABEL_KEY",
     "METADATA_KEYS",
     "ENDED_TERMINAL",
@@ -38,6 +39,8 @@ __all__ = [
 
 EPISODE_RECORD_KEY: Final = "harness_episode"
 """Info key of the `EpisodeRecord` a harness env reports at the end of each episode."""
+ENV_INFO_KEYS: Final = frozenset({"exact_accounting", "task_dependency", "resource_chain"})
+"""The top-level info keys the harness envs write their own numbers under (one per env)."""
 TASK_LABEL_KEY: Final = "label"
 """Env config key holding the task's label (metadata, no effect on the env)."""
 METADATA_KEYS: Final = frozenset({TASK_LABEL_KEY})

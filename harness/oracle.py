@@ -48,7 +48,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.episodes import ENDED_DESYNC, EPISODE_RECORD_KEY, EpisodeRecord, task_identity
+from harness.episodes import ENDED_DESYNC, ENV_INFO_KEYS, EPISODE_RECORD_KEY, EpisodeRecord, task_identity
 
 __all__ = [
     "AccountingOracle",
@@ -293,11 +293,15 @@ class AccountingOracle:
         score_fn: the reference score of an episode from its per-agent returns (default: mean).
         context: a short tag for messages (e.g. "Serial/shared").
         tolerance: relative and absolute tolerance for floats (counts are compared exactly).
+        info_keys: top-level info keys that envs or wrappers outside the curriculum's write
+            (beyond the harness envs' `ENV_INFO_KEYS`), e.g. gymnasium's `episode`. Any other
+            key besides `curriculum_stats` is something the wrapper left in the user's infos.
     """
 
     def __init__(self, *, seed: int, score_fn: Callable[[Sequence[float]], float] | None = None,
-                 context: str = "", tolerance: float = 1e-9) -> None:
+                 context: str = "", tolerance: float = 1e-9, info_keys: Iterable[str] = ()) -> None:
         self.seed = seed
+        self.info_keys = frozenset((*ENV_INFO_KEYS, EPISODE_RECORD_KEY, _GROUP, *info_keys))
         self.score_fn = score_fn if score_fn is not None else mean_return
         self.context = context
         self.tolerance = tolerance
@@ -341,6 +345,12 @@ class AccountingOracle:
         for info in dicts:
             if not isinstance(info, Mapping):
                 continue
+            foreign = [key for key in info if key not in self.info_keys
+                       and not (isinstance(key, str) and key.startswith(f"{_GROUP}/"))]
+            if foreign:
+                self.mismatch(f"the wrapper reported {sorted(map(str, foreign))} in an info dict the user receives, "
+                              f"keys no env wrote: only the env's own keys and {_GROUP}/* belong there (a key "
+                              "the wrapper uses internally left in?)")
             flat = _flatten({k: v for k, v in info.items() if k != EPISODE_RECORD_KEY})
             self._epoch_infos.append(flat)
             record = info.get(EPISODE_RECORD_KEY)

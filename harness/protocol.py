@@ -543,6 +543,8 @@ SUITES: Final[dict[str, Suite]] = {s.name: s for s in (
     Suite("invariances", ("learning_progress", "staged"),
           uses={"staged_config": "the staged-progression run of the score-range relation",
                 "pool": "the late-completion relation (a stale worker reports the tasks that left the pool)"}),
+    Suite("task_generators", ()),
+    Suite("config_contract", ()),
     Suite("ray_service", ("learning_progress", "staged"),
           requires={"counters": "the service's recorded and late completions are compared with the episodes the "
                                 "Ray workers ended",
@@ -684,7 +686,7 @@ def render_markdown() -> str:
     for suite in SUITES.values():
         requires = "<br>".join(f"`{CAPABILITIES[n].spelled}`: {why}" for n, why in suite.requires.items()) or "—"
         uses = "<br>".join(f"`{CAPABILITIES[n].spelled}`: {what}" for n, what in suite.uses.items()) or "—"
-        lines.append(f"| `{suite.name}` | {', '.join(suite.configs)} | {requires} | {uses} |")
+        lines.append(f"| `{suite.name}` | {', '.join(suite.configs) or 'none: checks the library'} | {requires} | {uses} |")
     lines += ["", "| capability | on | contract |", "|---|---|---|"]
     lines += [f"| `{c.spelled}` | {c.on} | {c.contract} |" for c in CAPABILITIES.values()]
     return "\n".join(lines) + "\n"

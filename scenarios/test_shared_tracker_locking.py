@@ -5,7 +5,9 @@ lock-free: no update may be lost, no read may see NaN or an out-of-range value, 
 that dies or hangs while holding the lock must not hang the others forever. Every writer
 reports its episodes like a wrapper does, so the accounting oracle checks the final totals and
 per-task numbers against what the writers ran. And a writer that sends bad input must leave
-the lock free: the other writers' next updates go through at once.
+the lock free: the other writers' next updates go through at once. The library's cleanup of
+trackers left by dead creators (`remove_orphaned_segments`, `curriculum-harness cleanup`) must
+remove those and nothing that is alive or still in use.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import numpy as np
 import pytest
 
 from curriculum import (
+    Curriculum,
     CurriculumConfig,
     CurriculumConfigError,
     CurriculumError,
@@ -30,6 +33,7 @@ from curriculum import (
     UniformConfig,
 )
 from curriculum.env import CompletionRecorder
+from curriculum.memory import SEGMENT_DIR, remove_orphaned_segments
 from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
 from harness.runners import completion_info
 from harness.task_spaces import impossible_task_space
@@ -394,3 +398,71 @@ def test_bad_input_from_any_process_leaves_the_lock_free(curriculum_factory, req
     finally:
         children.reap()
         curriculum.close()
+
+
+def _create_and_vanish(config: CurriculumConfig, conn) -> None:
+    """Create a shared curriculum, wait for the word, and die without closing it (a crashed
+    creator). Creating a tracker removes orphans, so every creator is made before any dies."""
+    curriculum = Curriculum(config, shared_memory=True)
+    conn.send(curriculum.shared_memory_name)
+    conn.recv()
+    os._exit(0)
+
+
+def _gone_or_removed(path: str, removed: list[str]) -> bool:
+    """Removed by this cleanup, or already by another process's (creating a tracker cleans up)."""
+    return path in removed or not os.path.exists(path)
+
+
+def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_builtin_curriculum,
+                                                                          require_capability, scenario_seed) -> None:
+    """Two creators die without closing; one of their trackers is still attached here. The
+    cleanup (a dry run first) must remove the unused one only; a live creator's tracker and the
+    attached one stay and keep working, and the attached one goes once released."""
+    require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+                              algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
+    live = Curriculum(config, shared_memory=True)
+    alive = os.path.join(SEGMENT_DIR, live.shared_memory_name)
+    context = mp.get_context("fork")
+    creators, names = [], []
+    for _ in range(2):
+        here, there = context.Pipe()
+        creator = context.Process(target=_create_and_vanish, args=(config, there))
+        creator.start()
+        creators.append((creator, here))
+        names.append(here.recv())
+    held = Curriculum.attach(names[1], config)
+    for creator, here in creators:
+        here.send("die")
+        creator.join(timeout=30)
+    unused, attached = (os.path.join(SEGMENT_DIR, name) for name in names)
+    try:
+        listed = remove_orphaned_segments(dry_run=True)
+        assert alive not in listed and attached not in listed, (
+            f"a dry run of the cleanup listed a tracker in use: {sorted(set(listed) & {alive, attached})} (the live "
+            f"creator's {alive}, or {attached}, attached here), seed {scenario_seed}")
+        removed = remove_orphaned_segments()
+        assert _gone_or_removed(unused, removed), (
+            f"the cleanup removed {removed}, and left {unused}, whose creator died and which nobody uses, seed "
+            f"{scenario_seed}")
+        assert os.path.exists(alive) and os.path.exists(attached), (
+            f"the cleanup removed a tracker in use: the live creator's {alive} exists={os.path.exists(alive)}, "
+            f"{attached}, attached here, exists={os.path.exists(attached)}, seed {scenario_seed}")
+        joined = Curriculum.attach(live.shared_memory_name, config)
+        try:
+            for curriculum in (joined, held):
+                task = curriculum.get_task()
+                curriculum.update_task_performance(task.task_id, 1.0)
+        finally:
+            joined.close()
+        assert live.stats()["total_completions"] == 1 and held.stats()["total_completions"] == 1, (
+            f"after the cleanup the trackers in use lost completions: live {live.stats()['total_completions']}, "
+            f"attached {held.stats()['total_completions']} (1 each expected), seed {scenario_seed}")
+    finally:
+        held.close()
+        live.close()
+    removed = remove_orphaned_segments()
+    assert _gone_or_removed(attached, removed), (
+        f"once released, {attached} (its creator dead) must be removed; the cleanup removed {removed}, seed "
+        f"{scenario_seed}")

@@ -11,12 +11,16 @@ while each component's own numbers look fine.
 The built-in generators (a grid of lists with value labels and nested keys, an int range
 across zero, a float range, a single task, a weighted set of them with a child of weight 0)
 are checked against what their arguments declare (`harness.generator_checks`): exactly, per
-task (bounds, types, base config, label, copies, determinism, another process); and over
+task (bounds, types, base config, label, copies, determinism, another process, a caller that
+reuses the dicts and lists it built the generator from); and over
 many task ids (the strided ids a pool of 32 hands out, and ids beyond 2^32), each value's,
 pair's and child's share within `Z` binomial standard deviations.
 """
 
 from __future__ import annotations
+
+import copy
+import json
 
 import pytest
 
@@ -57,3 +61,38 @@ def test_another_seed_gives_other_tasks(scenario_seed) -> None:
         assert same < len(ids) // 2, (
             f"{name} generator: seeds {scenario_seed} and {scenario_seed + 1} gave the same task for {same} of "
             f"{len(ids)} ids")
+
+
+def _change_in_place(value) -> None:
+    """Change every dict and list reachable from `value` (a caller reusing its own objects)."""
+    if isinstance(value, dict):
+        for item in list(value.values()):
+            _change_in_place(item)
+        value["changed"] = True
+    elif isinstance(value, list):
+        for item in value:
+            _change_in_place(item)
+        value.append(["changed"])
+
+
+def test_changing_the_callers_config_changes_no_task(scenario_seed) -> None:
+    """A caller that builds a generator and then reuses (changes) the dicts and lists it
+    passed in changes no task and no description: the generator holds its own copies."""
+    ids = _ids("pool")[:LIMITS.cross_process_tasks]
+    for name, spec in REFERENCE_GENERATORS.items():
+        own = copy.deepcopy(spec)
+        generator = build(own, scenario_seed)
+        before = [generator.generate(i) for i in ids]
+        described = json.dumps(generator.describe(), sort_keys=True, default=repr)
+        for part in (own, *(child for child, _ in own.children)):
+            _change_in_place(part.base)
+            for values in part.buckets.values():
+                _change_in_place(values)
+        after = [generator.generate(i) for i in ids]
+        changed = next((i for i, a, b in zip(ids, before, after) if a != b), None)
+        assert changed is None, (
+            f"{name} generator: the caller changed the config it built the generator from, and task {changed} "
+            f"changed from {before[ids.index(changed)]!r} to {after[ids.index(changed)]!r}, seed {scenario_seed}")
+        assert json.dumps(generator.describe(), sort_keys=True, default=repr) == described, (
+            f"{name} generator: the caller changed the config it built the generator from, and describe() changed "
+            f"with it, seed {scenario_seed}")

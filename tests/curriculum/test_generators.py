@@ -121,6 +121,16 @@ def test_generated_configs_are_values_no_task_or_caller_shares(make) -> None:
     assert repr(generator.generate(0)[0]) == snapshot  # the same id, the same task
 
 
+def test_list_values_of_a_bucket_are_each_tasks_own_and_never_the_callers() -> None:
+    opponents = [[1], [1, 2]]
+    generator = BucketedTaskGenerator({}, {"opponents": opponents}, label="arena")
+    first, _ = generator.generate(0)
+    first["opponents"].append("edited by the env")
+    opponents[0].append("edited by the caller")
+    opponents[1].append("edited by the caller")
+    assert {tuple(generator.generate(i)[0]["opponents"]) for i in range(100)} == {(1,), (1, 2)}
+
+
 def test_bucketed_value_ranges_draw_ints_for_int_ends_and_floats_otherwise() -> None:
     generator = BucketedTaskGenerator({}, {"count": ValueRange(2, 5), "speed": ValueRange(0.5, 1.5),
                                            "fixed": ValueRange(3.0, 3.0)})

@@ -54,6 +54,19 @@ def label_of(info: dict[str, Any]) -> str:
     return label
 
 
+def test_env_i_of_the_vector_gets_seed_plus_i(make_curriculum: Any) -> None:
+    seeds: list[int] = []
+
+    def recording_env(buf: Any = None, seed: int = 0) -> FixedEpisodeEnv:
+        seeds.append(seed)
+        return fixed_env(buf=buf, seed=seed)
+
+    curriculum = make_curriculum(two_label_config(), shared=False)
+    vecenv = make_curriculum_vecenv(recording_env, curriculum, num_envs=NUM_ENVS, seed=7)
+    vecenv.close()
+    assert sorted(set(seeds)) == [7, 8, 9, 10]  # pufferlib's make() does not pass its seed on: the wrapper adds it
+
+
 @pytest.mark.parametrize(("backend", "tracking"), DESIGNS)
 def test_every_episode_recorded_exactly_once(make_curriculum: Any, backend: str, tracking: str) -> None:
     config = two_label_config(hard={**HARD, "end": "desync"})  # "hard" episodes are desync cuts

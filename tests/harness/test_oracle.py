@@ -393,6 +393,14 @@ def _reset_infos_overwrite(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(env_module, "_with_reset_infos", overwriting)
 
 
+def _internal_key_left_in_infos(monkeypatch: pytest.MonkeyPatch) -> None:
+    def leaking(infos: Any, entries: Mapping[str, Any]) -> Any:
+        return with_entries(infos, {**entries, "curriculum_completion": {"score": 0.0}})  # bug: an internal key
+
+    with_entries = env_module._with_entries
+    monkeypatch.setattr(env_module, "_with_entries", leaking)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -419,6 +427,8 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
                                                           "its generator gives that id"),
     "an auto-reset's infos overwrite the ended episode's": (_reset_infos_overwrite, "dict-infos",
                                                             "reached the user as"),
+    "a key the wrapper uses internally left in the infos": (_internal_key_left_in_infos, "lp-single-env",
+                                                            "keys no env wrote"),
 }
 
 

@@ -1,0 +1,158 @@
+"""Config contract: every config field accepts its documented domain and refuses the rest by name.
+
+Bug class: a range check off by its boundary (`<` for `<=`), a check dropped or applied to
+another field, a sum of shares not checked, an int field taking floats or bools, NaN slipping
+through a comparison. Nothing crashes: a typo'd `exploration=1.0` or an inverted
+`score_range` is accepted and the run quietly samples or scores nonsense, or a valid setting
+(`eviction_percentile=100`, `mastered_gain=1`) is refused.
+
+`DOMAINS` restates each field's domain as its docstring gives it, with the values at and
+just past each boundary, and what no number field may take (NaN, infinities, bools,
+strings). Every accepted value must build the config (the field then holds it); every
+refused one must raise `CurriculumConfigError` naming the field, and build nothing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from curriculum import (
+    BucketedTaskGenerator,
+    CurriculumConfig,
+    CurriculumConfigError,
+    LearningProgressConfig,
+    SingleTaskGenerator,
+    Stage,
+    StagedProgressionConfig,
+    ValueRange,
+    WeightedTaskSetGenerator,
+)
+from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL
+
+NAN, INF = math.nan, math.inf
+NOT_NUMBERS = (NAN, INF, -INF, True, "0.5", None)
+NOT_INTS = (1.0, True, "1", None, NAN)
+
+
+def _generator() -> SingleTaskGenerator:
+    return SingleTaskGenerator({"level": 1}, label="only")
+
+
+def _stages() -> tuple[Stage, ...]:
+    return Stage("easy", _generator()), Stage("hard", SingleTaskGenerator({"level": 2}, label="hard"))
+
+
+def _lp(**fields: Any) -> LearningProgressConfig:
+    return LearningProgressConfig(**fields)
+
+
+def _staged(**fields: Any) -> StagedProgressionConfig:
+    fields.setdefault("stages", _stages())
+    return StagedProgressionConfig(**fields)
+
+
+def _curriculum(**fields: Any) -> CurriculumConfig:
+    fields.setdefault("task_generator", _generator())
+    return CurriculumConfig(**fields)
+
+
+def _value_range(low: Any, high: Any) -> ValueRange:
+    return ValueRange(low, high)
+
+
+def _weights(*weights: Any) -> WeightedTaskSetGenerator:
+    return WeightedTaskSetGenerator([(_generator(), w) for w in weights])
+
+
+# (what, builder of one value, field read back or None, accepted values, refused values)
+DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tuple[Any, ...]]] = [
+    # learning progress (shares: the other three default to 0.2 + 0.1 + 0.1)
+    ("ema_timescale in [1e-6, 1)", lambda v: _lp(ema_timescale=v), "ema_timescale",
+     (1e-6, 0.5, 0.999), (0, 0.0, 1, 1.0, -0.1, 9e-7, *NOT_NUMBERS)),
+    ("slow_timescale_factor in (0, 1)", lambda v: _lp(slow_timescale_factor=v), "slow_timescale_factor",
+     (1e-9, 0.5, 0.999), (0.0, 1.0, -0.5, *NOT_NUMBERS)),
+    ("exploration in [0, 1), shares < 1", lambda v: _lp(exploration=v), "exploration",
+     (0, 0.0, 0.59), (-0.01, 1.0, 0.65, *NOT_NUMBERS)),
+    ("cold_exploration in [0, 1), shares < 1", lambda v: _lp(cold_exploration=v), "cold_exploration",
+     (0.0, 0.5), (-0.01, 1.0, 0.8, *NOT_NUMBERS)),
+    ("revisit in [0, 1), shares < 1", lambda v: _lp(revisit=v), "revisit", (0.0, 0.5), (-0.01, 1.0, 0.7)),
+    ("retry in [0, 1), shares < 1", lambda v: _lp(retry=v), "retry", (0.0, 0.5), (-0.01, 1.0, 0.7)),
+    ("min_samples_for_lp >= 1", lambda v: _lp(min_samples_for_lp=v), "min_samples_for_lp",
+     (1, 5, 1000), (0, -1, *NOT_INTS)),
+    ("noise_z >= 0", lambda v: _lp(noise_z=v), "noise_z", (0, 0.0, 3.5), (-0.1, *NOT_NUMBERS)),
+    ("frontier_z >= 0", lambda v: _lp(frontier_z=v), "frontier_z", (0, 0.0, 5), (-0.1, *NOT_NUMBERS)),
+    ("max_baseline in [0, 1)", lambda v: _lp(max_baseline=v), "max_baseline", (0.0, 0.99), (1.0, -0.1, NAN)),
+    ("mastered_gain in (0, 1]", lambda v: _lp(mastered_gain=v), "mastered_gain", (1.0, 1, 0.01),
+     (0.0, 1.01, -0.1, NAN)),
+    ("config_memory in [0, 10^7]", lambda v: _lp(config_memory=v), "config_memory", (0, 10_000_000),
+     (-1, 10_000_001, *NOT_INTS)),
+    ("admission_candidates in [1, 1024]", lambda v: _lp(admission_candidates=v), "admission_candidates",
+     (1, 1024), (0, 1025, *NOT_INTS)),
+    ("admission_usefulness in [0, 1]", lambda v: _lp(admission_usefulness=v), "admission_usefulness",
+     (0.0, 1.0, 1), (-0.01, 1.01, *NOT_NUMBERS)),
+    # staged progression (advancement_threshold defaults to 0.7)
+    ("advancement_threshold in (0, 1]", lambda v: _staged(advancement_threshold=v), "advancement_threshold",
+     (1.0, 0.01), (0.0, 1.5, -0.2, *NOT_NUMBERS)),
+    ("min_episodes >= 1", lambda v: _staged(min_episodes=v), "min_episodes", (1, 200), (0, -3, *NOT_INTS)),
+    ("window >= 1", lambda v: _staged(window=v), "window", (1, 200), (0, *NOT_INTS)),
+    ("regression_threshold None or in [0, advancement_threshold)", lambda v: _staged(regression_threshold=v),
+     "regression_threshold", (None, 0.0, 0.69), (0.7, 0.9, -0.1, NAN, INF, True)),
+    ("previous_stage_mix in [0, 1)", lambda v: _staged(previous_stage_mix=v), "previous_stage_mix",
+     (0.0, 0.99), (1.0, -0.1, *NOT_NUMBERS)),
+    ("stages at least one, distinct names", lambda v: _staged(stages=v), None,
+     (_stages()[:1],), ((), [Stage("a", _generator()), Stage("a", _generator())], "easy")),
+    ("Stage.name non-empty", lambda v: Stage(v, _generator()), "name", ("x",), ("", None, 3)),
+    # the curriculum
+    ("num_active_tasks in [1, MAX_ACTIVE_TASKS]", lambda v: _curriculum(num_active_tasks=v), "num_active_tasks",
+     (1, MAX_ACTIVE_TASKS), (0, MAX_ACTIVE_TASKS + 1, *NOT_INTS)),
+    ("seed >= 0", lambda v: _curriculum(seed=v), "seed", (0, 2**40), (-1, *NOT_INTS)),
+    ("min_presentations >= 1", lambda v: _curriculum(min_presentations=v), "min_presentations", (1,),
+     (0, *NOT_INTS)),
+    ("eviction_percentile in [0, 100]", lambda v: _curriculum(eviction_percentile=v), "eviction_percentile",
+     (0, 100, 100.0, 0.5), (-0.1, 100.1, *NOT_NUMBERS)),
+    ("score_range (low, high), low < high", lambda v: _curriculum(score_range=v), None,
+     ((-1.0, 1.0), (0, 100), [0, 1]), ((1, 1), (1.0, 0.0), (0.0, INF), (NAN, 1.0), (0.0,), (0, 1, 2), "01")),
+    ("refresh_interval None or in [1, MAX_REFRESH_INTERVAL]", lambda v: _curriculum(refresh_interval=v), None,
+     (None, 1, MAX_REFRESH_INTERVAL), (0, MAX_REFRESH_INTERVAL + 1, 1.0, True)),
+    # generators
+    ("ValueRange low <= high, finite", lambda v: _value_range(*v), None,
+     ((1, 1), (0.5, 2.0), (-3, 4)), ((2, 1), (1.0, 0.5), (NAN, 1), (0, INF))),
+    ("weights of a WeightedTaskSetGenerator child >= 0, some > 0", lambda v: _weights(*v), None,
+     ((1.0, 0.0), (2, 1)), ((1.0, -1.0), (0.0, 0.0), (NAN, 1.0), (INF, 1.0))),
+    ("bucket keys of a BucketedTaskGenerator dotted, values non-empty lists or ranges", lambda v: BucketedTaskGenerator({}, v), None,
+     ({"a.b": [1]}, {"a": ValueRange(0, 1)}), ({"a": []}, {"": [1]}, {"a..b": [1]}, {"a": "xy"})),
+]
+
+
+def _field_name(what: str) -> str:
+    return what.split(" ", 1)[0].split(".")[-1]
+
+
+@pytest.mark.parametrize(("what", "build", "attribute", "accepted", "refused"), DOMAINS,
+                         ids=[_field_name(d[0]) for d in DOMAINS])
+def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, attribute, accepted, refused) -> None:
+    for value in accepted:
+        try:
+            built = build(value)
+        except CurriculumConfigError as error:
+            pytest.fail(f"{what}: {value!r} is in the documented domain but was refused: {error}")
+        if attribute is not None:
+            held = getattr(built, attribute)
+            assert held == value or (held is None and value is None), (
+                f"{what}: built with {value!r}, the config holds {held!r}")
+    name = _field_name(what)
+    for value in refused:
+        try:
+            build(value)
+        except CurriculumConfigError as error:
+            assert name in str(error) or name.lower() in str(error).lower(), (
+                f"{what}: {value!r} was refused, but the error does not name `{name}`: {error}")
+            continue
+        except Exception as error:  # noqa: BLE001 - any other error is the failure reported below
+            pytest.fail(f"{what}: {value!r} raised {type(error).__name__} ({error}), expected CurriculumConfigError "
+                        f"naming `{name}`")
+        pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
