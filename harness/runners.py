@@ -97,6 +97,7 @@ def task_dependency_info(simulator: TaskDependencySimulator, task_index: int, ep
             "task_index": task_index,
             "mean_performance": sum(performance) / len(performance),
             "num_mastered": sum(1 for value in performance if value >= threshold),
+            "mastered": performance[task_index] >= threshold,
             "episode_return": episode_return,
             "student": {"best_performance": max(performance), "worst_performance": min(performance),
                         "performance": performance},
