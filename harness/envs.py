@@ -324,8 +324,9 @@ class ExactAccountingEnv(_HarnessEnv):
       is exactly `reward_i * length_i`.
     - `end`: how agents end (`EPISODE_ENDS`): "terminal", "truncated" (a plain time limit: the
       episode is full and must be recorded) or "desync" (a truncation cut to stagger workers,
-      flagged `truncated_by_desync` in the info, or with `desync_signal="attribute"` by the
-      env's `desync_truncation` attribute: must never be recorded).
+      flagged `truncated_by_desync` in the info (with `desync_signal="nested"` a numpy bool
+      one level down), or with `desync_signal="attribute"` by the env's `desync_truncation`
+      attribute: must never be recorded).
 
     `done_flags` (constructor, `DONE_FLAG_MODES`) says whether an agent's flag stays set until
     the episode ends ("hold") or is set at its end step only ("pulse"). `after_done_reward`
@@ -516,7 +517,7 @@ class ExactAccountingEnv(_HarnessEnv):
         if end == ENDED_DESYNC and self._signal_attribute:
             self.desync_truncation = True
         elif end == ENDED_DESYNC and self._desync_signal == "nested":
-            numbers["cut"] = {"truncated_by_desync": True}
+            numbers["cut"] = {"truncated_by_desync": np.bool_(True)}  # a numpy bool, as envs often write
         elif end == ENDED_DESYNC:
             numbers["truncated_by_desync"] = True
         info = self._episode_info({"exact_accounting": numbers}, settings, returns, end, step)
@@ -529,7 +530,8 @@ class GymExactAccountingEnv(gymnasium.Env):
     Same settings, dynamics, observation (`[length, reward, step]`) and `EpisodeRecord`; the
     info of the last step is one dict (a desync cut carries `truncated_by_desync`, or sets the
     `desync_truncation` attribute with `desync_signal="attribute"`), the action is ignored.
-    `set_env_config` applies at the next `reset()`, as for the PufferEnv.
+    Reward, `terminated` and `truncated` are numpy scalars (float32, bool), as from envs that
+    compute with numpy. `set_env_config` applies at the next `reset()`, as for the PufferEnv.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -561,7 +563,8 @@ class GymExactAccountingEnv(gymnasium.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         observations, rewards, terminals, truncations, infos = self.inner.step(np.zeros(1, dtype=np.int32))
         info = infos[0] if infos else {}
-        return observations[0].copy(), float(rewards[0]), bool(terminals[0]), bool(truncations[0]), info
+        # numpy's own scalars, as envs computing with numpy return them
+        return observations[0].copy(), rewards[0], terminals[0], truncations[0], info
 
 
 class ResourceChainEnv(_HarnessEnv):
