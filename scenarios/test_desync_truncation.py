@@ -18,7 +18,7 @@ import pufferlib.vector
 
 import pytest
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, SingleTaskGenerator, UniformConfig
+from curriculum import CurriculumConfig, SingleTaskGenerator, UniformConfig
 from harness.envs import ExactAccountingEnv, ResourceChainEnv
 from harness.episodes import ENDED_DESYNC, ENDED_TERMINAL, ENDED_TRUNCATED, LabelledTaskGenerator
 from harness.learner_envs import Variant, VariantCycleGenerator

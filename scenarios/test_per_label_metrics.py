@@ -20,7 +20,6 @@ import numpy as np
 
 from curriculum import CurriculumConfig, LearningProgressConfig, gini_coefficient, normalized_entropy
 from curriculum.stats import accumulate_rollout_stats, process_training_stats
-from curriculum.vector import make_curriculum_vecenv
 from harness.envs import TaskDependencyEnv
 from harness.oracle import reference_entropy, reference_gini
 from harness.task_spaces import chain_task_space

@@ -18,6 +18,7 @@ import os
 import signal
 import time
 from collections import Counter
+from typing import Any
 
 import numpy as np
 import pytest

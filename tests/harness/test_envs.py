@@ -14,7 +14,7 @@ import pufferlib.vector
 import pytest
 
 from harness.envs import ExactAccountingEnv, ResourceChainEnv, TaskDependencyEnv
-from harness.episodes import EPISODE_RECORD_KEY, EpisodeRecord
+from harness.episodes import EPISODE_RECORD_KEY
 from harness.simulator import TaskDependencySimulator
 
 NOOP = np.zeros(1, dtype=np.int32)
