@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 __all__ = ["STAGED", "MULTI_AGENT", "WORKER_STREAMS", "IMPOSSIBLE_TASKS", "DEPENDENCY_CHAIN", "EVICTION", "CHECKPOINT", "SHARED_TRACKER", "DESYNC", "STAGE_SYNC", "ENV_WRAPPER", "FORGETTING", "AFTER_MASTERY", "RAY_SERVICE",
-           "INVARIANCES", "TASK_GENERATORS"]
+           "INVARIANCES", "TASK_GENERATORS", "WORKER_FAILURES"]
 
 
 @dataclass(frozen=True)
@@ -461,3 +461,24 @@ class TaskGeneratorLimits:
 
 
 TASK_GENERATORS = TaskGeneratorLimits()
+
+
+@dataclass(frozen=True)
+class WorkerFailureLimits:
+    """Worker failures: named within a deadline, never waited on."""
+
+    num_envs: int = 4
+    num_workers: int = 2
+    episode_length: int = 2
+    steps_before: int = 20
+    """Vec steps before the fault (ten episodes per env)."""
+    steps_after: int = 200
+    """Vec steps the run may take after the fault: the error must come before they are done."""
+    worker_timeout: float = 1.0
+    """Seconds a frozen worker may take for one step before the vecenv gives up on it."""
+    deadline: float = 15.0
+    """Seconds after the fault by which `WorkerProcessError` must have been raised (a dead
+    worker is seen within `WORKER_CHECK_PERIOD`, a frozen one within `worker_timeout`)."""
+
+
+WORKER_FAILURES = WorkerFailureLimits()

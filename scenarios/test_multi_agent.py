@@ -175,6 +175,12 @@ def test_every_agent_count_scores_each_episode_once(curriculum_factory, curricul
         assert ended >= LIMITS.min_episodes, (
             f"{context}: the env reported {ended} episodes in {LIMITS.steps} steps, expected at least "
             f"{LIMITS.min_episodes}, seed {scenario_seed}")
+        counters = {"episodes": ended, "desync_truncations": 0, "completions": ended, "late_completions": 0}
+        # `episodes` and `desync_truncations` are the wrapper protocol's; the others the built-in's
+        shown = {name: getattr(env, name, None) for name in counters}
+        wrong = {name: (shown[name], expected) for name, expected in counters.items()
+                 if shown[name] is not None and shown[name] != expected}
+        assert not wrong, f"{context}: the wrapper's counters (shown, expected): {wrong}, seed {scenario_seed}"
         watcher.verify(curriculum)
     finally:
         if callable(getattr(curriculum, "close", None)):

@@ -53,8 +53,9 @@ def test_suite_fails_on_its_canary(module: str, option: str, spec: str) -> None:
 def test_every_scenario_module_has_a_canary() -> None:
     # these prove their checks on broken inputs of their own instead of a plugged-in curriculum:
     # broken curricula (test_machine_fails_on_broken_curriculum), broken generators
-    # (tests/harness/test_generator_checks.py), broken config builders (test_config_contract_canaries.py)
-    own = {"test_curriculum_state_machine", "test_task_generators", "test_config_contract"}
+    # (tests/harness/test_generator_checks.py), broken config builders (test_config_contract_canaries.py),
+    # a vector blind to worker failures (test_worker_failures_canaries.py)
+    own = {"test_curriculum_state_machine", "test_task_generators", "test_config_contract", "test_worker_failures"}
     modules = {p.stem for p in (ROOT / "scenarios").glob("test_*.py")} - own
     missing = modules - set(CANARIES)
     assert not missing, f"scenario modules without a canary: {sorted(missing)}"

@@ -1,0 +1,115 @@
+"""Worker failures: a vector worker that dies or stops answering is named, never waited on.
+
+Bug class: a trainer that hangs for good when one worker process dies (the OOM killer, a
+segfault in the env) or stops answering, because the vector waits on that worker forever;
+or that fails much later with an unrelated error, goes on stepping the survivors, or loses
+the completions the workers had already recorded. Nothing crashes where the bug is: the run
+just stops making progress.
+
+pufferlib Multiprocessing, four envs on two worker processes sharing one curriculum: after
+some steps one worker is killed (SIGKILL) or frozen (SIGSTOP, with `worker_timeout`). The
+next steps must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
+seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
+every worker must be stopped, the next `step()` refused at once, and the curriculum must
+still hold every completion the main process saw reported.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from curriculum import CurriculumConfig, SingleTaskGenerator, UniformConfig, WorkerProcessError
+from curriculum.vector import make_curriculum_vecenv
+from harness.envs import ExactAccountingEnv
+from harness.episodes import LabelledTaskGenerator
+from harness.thresholds import WORKER_FAILURES as LIMITS
+
+
+def _env(buf=None, seed=0):
+    return ExactAccountingEnv(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
+
+
+def _config(seed: int) -> CurriculumConfig:
+    return CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25},
+                                                                                     label="steady")),
+                            algorithm=UniformConfig(), num_active_tasks=4, seed=seed)
+
+
+def _steps_until_error(vecenv, steps: int, seen: list[int]) -> dict[str, object]:
+    """Step up to `steps` times in a thread; what it raised (or that it hung) and when."""
+    outcome: dict[str, object] = {}
+    actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+
+    def run() -> None:
+        try:
+            for _ in range(steps):
+                infos = vecenv.step(actions)[4]
+                seen[0] += sum(1 for info in infos if isinstance(info, dict) and "curriculum_stats/completions" in info)
+        except BaseException as error:  # the outcome under test
+            outcome["error"] = error
+        outcome["at"] = time.monotonic()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(LIMITS.deadline)
+    if thread.is_alive():
+        outcome["hung"] = True
+    return outcome
+
+
+@pytest.mark.parametrize("fault", ["killed", "stopped"])
+def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, require_capability, scenario_seed,
+                                                          fault) -> None:
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
+    curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
+    options = {"worker_timeout": LIMITS.worker_timeout} if fault == "stopped" else {}
+    vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared",
+                                    num_envs=LIMITS.num_envs, num_workers=LIMITS.num_workers, overwork=True,
+                                    seed=scenario_seed, **options)
+    processes = list(vecenv.vecenv.processes)
+    victim = LIMITS.num_workers - 1
+    try:
+        vecenv.reset(seed=scenario_seed)
+        seen = [0]
+        before = _steps_until_error(vecenv, LIMITS.steps_before, seen)
+        assert "error" not in before and "hung" not in before, (
+            f"the vecenv failed before any fault: {before}, seed {scenario_seed}")
+        os.kill(processes[victim].pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
+        struck = time.monotonic()
+        after = _steps_until_error(vecenv, LIMITS.steps_after, seen)
+        assert not after.get("hung"), (
+            f"worker {victim} {fault}: the vecenv was still waiting {LIMITS.deadline} s later instead of raising "
+            f"WorkerProcessError, seed {scenario_seed}")
+        error = after.get("error")
+        assert isinstance(error, WorkerProcessError) and f"worker {victim}" in str(error), (
+            f"worker {victim} {fault}: expected WorkerProcessError naming worker {victim}, got {error!r} "
+            f"({LIMITS.steps_after} steps ran without it)" if error is None else
+            f"worker {victim} {fault}: expected WorkerProcessError naming worker {victim}, got {error!r}, seed "
+            f"{scenario_seed}")
+        waited = after["at"] - struck
+        assert waited <= LIMITS.deadline, f"the error came {waited:.1f} s after the fault, seed {scenario_seed}"
+        for process in processes:
+            process.join(timeout=LIMITS.deadline)
+        alive = [p.pid for p in processes if p.exitcode is None]
+        assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
+        with pytest.raises(WorkerProcessError):
+            vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+        stats = curriculum.stats()
+        recorded = stats.get("total_completions", 0) + stats.get("late_completions", 0)
+        assert recorded >= seen[0] > 0, (
+            f"worker {victim} {fault}: the main process saw {seen[0]} completions reported, the curriculum holds "
+            f"{recorded}, seed {scenario_seed}")
+    finally:
+        for process in processes:
+            if process.exitcode is None:
+                os.kill(process.pid, signal.SIGKILL)
+        vecenv.close()
+        getattr(curriculum, "close", lambda: None)()

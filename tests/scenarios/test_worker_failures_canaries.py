@@ -1,0 +1,57 @@
+"""The worker-failure suite fails on a vector that never notices a dead or frozen worker."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from curriculum import Curriculum
+from curriculum.vector import SharedCurriculumVecEnv
+
+_PATH = Path(__file__).resolve().parents[2] / "scenarios" / "test_worker_failures.py"
+_SPEC = importlib.util.spec_from_file_location("worker_failures_suite", _PATH)
+suite = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(suite)
+
+
+def _factory(config: Any, *, shared_memory: bool = False) -> Curriculum:
+    return Curriculum(config, shared_memory=shared_memory)
+
+
+def _run(fault: str) -> None:
+    suite.test_a_dead_or_frozen_worker_is_named_never_waited_on(_factory, lambda ok, why: None, 0, fault)
+
+
+@pytest.mark.parametrize("fault", ["killed", "stopped"])
+def test_the_suite_passes_the_built_in_vector(fault: str) -> None:
+    _run(fault)
+
+
+@pytest.mark.parametrize(("fault", "blind", "expected"), [
+    ("killed", "_check_workers_alive", "still waiting"),
+    ("stopped", "_fail_stuck", "still waiting"),
+])
+def test_the_suite_fails_on_a_vector_blind_to_failures(fault: str, blind: str, expected: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the check disabled the steps hang; the suite reports it at its deadline. The check
+    comes back afterwards, so the abandoned step thread ends instead of spinning on."""
+    original = getattr(SharedCurriculumVecEnv, blind)
+    blinded = threading.Event()
+    blinded.set()
+
+    def check(self: Any) -> None:
+        if not blinded.is_set():
+            original(self)
+
+    monkeypatch.setattr(SharedCurriculumVecEnv, blind, check)
+    monkeypatch.setattr(suite, "LIMITS", dataclasses.replace(suite.LIMITS, deadline=3.0))
+    try:
+        with pytest.raises(AssertionError, match=expected):
+            _run(fault)
+    finally:
+        blinded.clear()
