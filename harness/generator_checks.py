@@ -69,7 +69,8 @@ _GRID = GeneratorSpec(
     label="maze", value_labels={"game.map.width": {10: "small", 20: "medium", 40: "large"}},
 )
 _INT_RANGE = GeneratorSpec(base={"kind": "ints"}, buckets={"level": ValueRange(-3, 4)}, label="ints")
-_FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2]}, label="floats")
+_FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2], "physics.gravity.scale": [0.5, 2]},
+                             label="floats")  # a dotted key whose parents the (empty) base lacks
 _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_INT_RANGE, 1.0), (_NEVER, 0.0), (_FLOAT_RANGE, 2)))

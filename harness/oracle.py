@@ -452,6 +452,16 @@ class AccountingOracle:
         self._epoch_episodes = []
         self._epochs += 1
 
+    def _whole_run_epoch(self) -> None:
+        """The stats pipeline (`curriculum.stats`, under test like the rest) over every info the
+        run observed, as one epoch, checked like `epoch`: every run under the oracle checks the
+        pipeline on its own shapes of infos (desync cuts, many agents, worker processes, ...)."""
+        from curriculum.stats import accumulate_rollout_stats, process_training_stats
+
+        raw: dict[str, list[float]] = defaultdict(list)
+        accumulate_rollout_stats(self._epoch_infos, raw)
+        self.epoch(process_training_stats(raw, agent_step=len(self.episodes), epoch=0))
+
     def _reference_metrics(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
         values: dict[str, list[float]] = defaultdict(list)
         for flat in infos:
@@ -510,6 +520,8 @@ class AccountingOracle:
         other processes.
         """
         self.verified = True
+        if not self._epochs and self._epoch_infos:  # nobody ran the pipeline: run it on everything seen
+            self._whole_run_epoch()
         watched = self._watched
         if watched is not None:
             watched._finish()

@@ -9,8 +9,10 @@ per stage, so every episode tells which task it ran. Checked: episodes
 recorded == episodes run exactly; each threshold crossing advances exactly once, at the
 completion the staged rule says (the accounting oracle replays it in one process); no worker
 starts an episode of a stage the global state has not reached, nor, one vec step after an
-advancement, of the old one; stale-stage episodes are bounded by the worker count; every
-reported number matches the episodes (the accounting oracle).
+advancement, of the old one; stale-stage episodes are bounded by the worker count; the stage
+an episode's info reports is the stage of the task its env drew as it ended (where no other
+process moves the stage meanwhile); every reported number matches the episodes (the
+accounting oracle).
 """
 
 from __future__ import annotations
@@ -55,6 +57,17 @@ def _make_env(buf=None, seed=0):
 def full_score(returns) -> float:
     """Every completed episode of every stage is a success."""
     return 1.0
+
+
+def _stages_misreported(episodes) -> list[tuple[str, int, object, int]]:
+    """Episodes whose reported `curriculum_stats/stage` is not the stage of the task their env
+    ran next (the task drawn as they ended): per env, in order."""
+    by_env: dict[str, list] = {}
+    for episode in episodes:
+        by_env.setdefault(episode.record.env, []).append(episode)
+    return [(env, index, ended.claims.get("curriculum_stats/stage"), int(following.record.label.rsplit("_", 1)[1]))
+            for env, runs in by_env.items() for index, (ended, following) in enumerate(zip(runs, runs[1:]))
+            if ended.claims.get("curriculum_stats/stage") != int(following.record.label.rsplit("_", 1)[1])]
 
 
 @pytest.mark.parametrize("tracking", ["shared", "centralized"])
@@ -132,6 +145,12 @@ def test_workers_agree_on_the_stage_and_record_every_episode_once(
         )
         check_limit(f"{tracking}_stale_stage_episodes", stale_ends, LIMITS.num_envs * last, fmt=".0f",
                     what=f"{context}: episodes that ended after an advancement but ran the old stage:")
+        if backend == "Serial" or tracking == "centralized":  # else another process may move the stage meanwhile
+            misreported = _stages_misreported(watcher.episodes)
+            assert not misreported, (
+                f"{context}: an episode's info reports the stage its env drew the next task at, but (env, episode, "
+                f"stage reported, stage of the next task) {misreported[:5]} ({len(misreported)} episodes), seed "
+                f"{scenario_seed}")
         labels = [e.record.label for e in watcher.episodes]
         watcher.verify(curriculum)
         golden({"episodes": episodes_run, "recorded": recorded, "stage": stats["stage"],

@@ -99,7 +99,7 @@ def test_the_built_in_generators_pass(name) -> None:
     ("grid", _bucketed(WrongLabel, REFERENCE_GENERATORS["grid"]), "label 'maze_medium', expected 'maze_large'"),
     ("grid", _bucketed(SkewedGrid, REFERENCE_GENERATORS["grid"]), "bucket 'difficulty' value 0:"),
     ("weighted", _weighted(UnsaltedSet), "of child"),
-    ("weighted", _weighted(UnweightedSet), "child 2: 1056 of 4000 (expected 0 +- 0)"),
+    ("weighted", _weighted(UnweightedSet), "(expected 0 +- 0)"),
 ])
 def test_a_generator_that_departs_from_its_arguments_is_caught(name, make, expected) -> None:
     problems = check_generator(REFERENCE_GENERATORS[name], make, seed=3, ids=IDS)
