@@ -458,6 +458,9 @@ class TaskGeneratorLimits:
     """The first of the far ids (then every 7919th): ids a long run reaches."""
     cross_process_tasks: int = 300
     """Task ids of each kind compared with another process's."""
+    max_same_child_share: float = 0.75
+    """Share of ids two seeds of one weighted set may send to the same child (independent picks
+    with weights 3:1:0:2 agree on about 39%)."""
 
 
 TASK_GENERATORS = TaskGeneratorLimits()

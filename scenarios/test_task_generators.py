@@ -20,10 +20,12 @@ pair's and child's share within `Z` binomial standard deviations.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
 
+from curriculum import ValueRange, WeightedTaskSetGenerator
 from harness.generator_checks import REFERENCE_GENERATORS, Z, build, check_generator, same_in_another_process
 from harness.thresholds import TASK_GENERATORS as LIMITS
 
@@ -96,3 +98,50 @@ def test_changing_the_callers_config_changes_no_task(scenario_seed) -> None:
         assert json.dumps(generator.describe(), sort_keys=True, default=repr) == described, (
             f"{name} generator: the caller changed the config it built the generator from, and describe() changed "
             f"with it, seed {scenario_seed}")
+
+
+def _variants(spec):
+    """`spec` changed in one argument at a time (the seed aside): (what changed, new spec)."""
+    out = []
+    if spec.label:
+        out.append(("label", dataclasses.replace(spec, label=spec.label + "_other")))
+    if spec.base:
+        out.append(("base config", dataclasses.replace(spec, base={**spec.base, "extra": 1})))
+    for key, values in spec.buckets.items():
+        changed = ValueRange(values.low, values.high + 1) if isinstance(values, ValueRange) else [*values, 99]
+        labels = spec.value_labels if key not in spec.value_labels else \
+            {**spec.value_labels, key: {**spec.value_labels[key], 99: "other"}}
+        out.append((f"bucket {key!r}", dataclasses.replace(spec, buckets={**spec.buckets, key: changed},
+                                                           value_labels=labels)))
+    for key, names in spec.value_labels.items():
+        renamed = {value: name + "_other" for value, name in names.items()}
+        out.append((f"value labels of {key!r}", dataclasses.replace(spec, value_labels={**spec.value_labels,
+                                                                                       key: renamed})))
+    if spec.children:
+        weights = [(child, weight + 1) for child, weight in spec.children]
+        out.append(("weights", dataclasses.replace(spec, children=tuple(weights))))
+    return out
+
+
+def test_every_argument_shows_in_the_description_and_the_seed_in_the_tasks(scenario_seed) -> None:
+    """`describe()` tells a checkpoint or an attaching process which generator made the pool:
+    two generators whose arguments differ in anything must describe themselves differently,
+    and a weighted set's own seed must change which child an id gets (its children unchanged)."""
+    for name, spec in REFERENCE_GENERATORS.items():
+        described = json.dumps(build(spec, scenario_seed).describe(), sort_keys=True, default=repr)
+        other_seed = json.dumps(build(spec, scenario_seed + 1).describe(), sort_keys=True, default=repr)
+        assert spec.base and not spec.buckets and not spec.children or other_seed != described, (
+            f"{name} generator: seeds {scenario_seed} and {scenario_seed + 1} describe themselves alike: {described}")
+        for what, variant in _variants(spec):
+            changed = json.dumps(build(variant, scenario_seed).describe(), sort_keys=True, default=repr)
+            assert changed != described, (
+                f"{name} generator: another {what} gives the same describe() {described}, seed {scenario_seed}")
+    spec = REFERENCE_GENERATORS["weighted"]
+    ids = _ids("pool")[:LIMITS.cross_process_tasks]
+    children = [(build(child, scenario_seed), weight) for child, weight in spec.children]
+    first = WeightedTaskSetGenerator(children, seed=scenario_seed)
+    other = WeightedTaskSetGenerator(children, seed=scenario_seed + 1)
+    same = sum(first.generate(i)[1] == other.generate(i)[1] for i in ids)
+    assert same < len(ids) * LIMITS.max_same_child_share, (
+        f"weighted set: seeds {scenario_seed} and {scenario_seed + 1} over the same children picked the same child "
+        f"for {same} of {len(ids)} ids (the set's seed must decide its picks), seed {scenario_seed}")
