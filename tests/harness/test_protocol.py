@@ -221,7 +221,10 @@ def test_readiness_of_the_external_curriculum_names_what_each_skipped_suite_lack
     printed = io.StringIO()
     readiness = {r.suite: r for r in check_curriculum(curriculum, factory=make_external_curriculum, file=printed)}
     assert {name for name, r in readiness.items() if not r.runs} == {
-        "eviction_health", "shared_tracker_locking", "stage_sync", "staged_progression"}
+        "eviction_health", "shared_tracker_locking", "stage_sync", "staged_progression", "worker_failures"}
+    assert readiness["worker_failures"].skips_because == (
+        "needs factory(config, shared_memory=True[, lock_timeout=s]) (the worker processes share one curriculum); "
+        "the factory takes no `shared_memory` keyword",)
     assert readiness["eviction_health"].skips_because == (
         "needs active_tasks(), num_active_tasks (watches which tasks leave the pool); active_tasks() returns tasks "
         "without mean_score, num_completions",
@@ -243,7 +246,7 @@ def test_readiness_of_the_external_curriculum_names_what_each_skipped_suite_lack
         "without stats()['per_label_lp_scores']: the learnable-vs-impossible learning-progress gap checks")
     text = printed.getvalue()
     assert re.search(r"^  eviction_health +skips +needs active_tasks\(\), num_active_tasks", text, re.MULTILINE), text
-    assert text.splitlines()[-1].startswith(f"{len(SUITES) - 4} of {len(SUITES)} suites run")
+    assert text.splitlines()[-1].startswith(f"{len(SUITES) - 5} of {len(SUITES)} suites run")
 
 
 def test_factory_capabilities_are_unknown_without_the_factory() -> None:
