@@ -177,22 +177,24 @@ def _task_problem(spec: GeneratorSpec, cfg: Any, label: Any) -> str | None:
     return None
 
 
-_BLANK_BASES: dict[int, dict[str, Any]] = {}
+_BLANK_BASES: dict[int, tuple[GeneratorSpec, dict[str, Any]]] = {}
+"""Per spec (by id, the spec kept alive beside it so its id is never reused): its blank base."""
 
 
 def _blank_base(spec: GeneratorSpec) -> dict[str, Any]:
     """The base config with every bucket key's path created (as generating a task does) and
     its value blanked: what every task must equal outside its bucket keys."""
-    blank = _BLANK_BASES.get(id(spec))
-    if blank is None:
-        blank = copy.deepcopy(dict(spec.base))
-        for dotted in spec.buckets:
-            node = blank
-            *parents, last = dotted.split(".")
-            for part in parents:
-                node = node.setdefault(part, {})
-            node[last] = None
-        _BLANK_BASES[id(spec)] = blank
+    cached = _BLANK_BASES.get(id(spec))
+    if cached is not None and cached[0] is spec:
+        return cached[1]
+    blank = copy.deepcopy(dict(spec.base))
+    for dotted in spec.buckets:
+        node = blank
+        *parents, last = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = None
+    _BLANK_BASES[id(spec)] = (spec, blank)
     return blank
 
 
