@@ -197,7 +197,9 @@ class TaskDependencyEnv(_HarnessEnv):
     The episode-end info nests the student's best and worst performance over its tasks three
     levels deep (`task_dependency/student/best_performance`), its performance on every task as
     a numpy array (`task_dependency/student/performance`, which the stats pipeline averages),
-    and numpy scalars (`num_mastered` an int64, `mastered` a bool), as real envs report.
+    which tasks it has mastered as a numpy bool array (`student/mastered`, averaged too: the
+    share mastered), and numpy scalars (`num_mastered` an int64, `mastered` a bool), as real
+    envs report.
     """
 
     CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("task_index",)
@@ -304,7 +306,7 @@ class TaskDependencyEnv(_HarnessEnv):
             "mastered": np.bool_(performance[task] >= simulator.mastery_threshold),
             "episode_return": self._return,
             "student": {"best_performance": float(performance.max()), "worst_performance": float(performance.min()),
-                        "performance": performance.copy()},
+                        "performance": performance.copy(), "mastered": performance >= simulator.mastery_threshold},
         }}
         info = self._episode_info(numbers, {"task_index": task}, (self._paid,), ENDED_TERMINAL, self._step,
                                   performance=float(performance[task]))
@@ -531,7 +533,8 @@ class GymExactAccountingEnv(gymnasium.Env):
     info of the last step is one dict (a desync cut carries `truncated_by_desync`, or sets the
     `desync_truncation` attribute with `desync_signal="attribute"`), the action is ignored.
     Reward, `terminated` and `truncated` are numpy scalars (float32, bool), as from envs that
-    compute with numpy. `set_env_config` applies at the next `reset()`, as for the PufferEnv.
+    compute with numpy; `step()` returns the same info dict every time, its own keys rewritten,
+    as envs that keep one do (a wrapper must not write into it). `set_env_config` applies at the next `reset()`, as for the PufferEnv.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -544,6 +547,8 @@ class GymExactAccountingEnv(gymnasium.Env):
         self.action_space = _ACTION_SPACE
         self.resets: list[tuple[int | None, dict[str, Any] | None]] = []
         """The `seed` and `options` of every `reset()` call, in order (what a wrapper passed on)."""
+        self._info: dict[str, Any] = {}
+        self._own_keys: set[str] = set()
 
     @property
     def desync_truncation(self) -> bool:
@@ -562,7 +567,14 @@ class GymExactAccountingEnv(gymnasium.Env):
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         observations, rewards, terminals, truncations, infos = self.inner.step(np.zeros(1, dtype=np.int32))
-        info = infos[0] if infos else {}
+        own = infos[0] if infos else {}
+        # one info dict for the env's life, whose own keys it rewrites at every step (a common
+        # pattern): what a wrapper writes into it stays there for every later step
+        info = self._info
+        for key in self._own_keys.difference(own):
+            del info[key]
+        info.update(own)
+        self._own_keys = set(own)
         # numpy's own scalars, as envs computing with numpy return them
         return observations[0].copy(), rewards[0], terminals[0], truncations[0], info
 

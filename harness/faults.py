@@ -35,6 +35,7 @@ __all__ = [
     "make_span_as_high_curriculum",
     "make_label_order_mixup_curriculum",
     "make_shared_stream_curriculum",
+    "make_summed_seed_curriculum",
     "make_decline_blind_lp",
     "make_late_advancing_staged",
     "make_regression_blind_staged",
@@ -324,6 +325,21 @@ def make_shared_stream_curriculum(config: CurriculumConfig, *, shared_memory: bo
     return _SharedStreamCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
 
 
+class _SummedSeedCurriculum(Curriculum):
+    """Bug: `reseed` seeds the stream with config seed + worker seed ("base seed + offset"), so
+    config seed 1 on worker 0 draws what config seed 0 draws on worker 1."""
+
+    def reseed(self, seed: int) -> None:
+        self._rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence(self.config.seed + int(seed))))
+        self._refresh()
+
+
+def make_summed_seed_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
+                                lock_timeout: float | None = None) -> Curriculum:
+    """Canary of the worker-streams scenario: the config seed and the worker seed are added."""
+    return _SummedSeedCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
+
+
 class FirstAgentScoreCurriculumEnv(CurriculumEnv):
     """Canary of the multi-agent scenario: the episode is scored by agent 0's return alone."""
 
@@ -495,7 +511,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
     "test_forgetting": (("--gate-curriculum", "harness.faults:make_decline_blind_lp"),),
     "test_after_mastery": (("--gate-curriculum", "harness.faults:make_uniform_when_flat_lp"),
                            ("--gate-curriculum", "harness.faults:make_abandoning_lp")),
-    "test_worker_streams": (("--gate-curriculum", "harness.faults:make_shared_stream_curriculum"),),
+    "test_worker_streams": (("--gate-curriculum", "harness.faults:make_shared_stream_curriculum"),
+                            ("--gate-curriculum", "harness.faults:make_summed_seed_curriculum")),
     "test_multi_agent": (("--gate-curriculum-env", "harness.faults:FirstAgentScoreCurriculumEnv"),),
     "test_ray_service": (("--gate-curriculum", "harness.faults:make_late_crediting_curriculum"),),
     "test_invariances": (("--gate-curriculum", "harness.faults:make_span_as_high_curriculum"),

@@ -71,6 +71,10 @@ _GRID = GeneratorSpec(
 _INT_RANGE = GeneratorSpec(base={"kind": "ints"}, buckets={"level": ValueRange(-3, 4)}, label="ints")
 _FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2], "physics.gravity.scale": [0.5, 2]},
                              label="floats")  # a dotted key whose parents the (empty) base lacks
+_VALUE_LABELLED = GeneratorSpec(  # no label of its own: a task's label is its values' labels alone
+    base={"arena": {"size": 0, "walls": True}}, buckets={"arena.size": [8, 16], "team": ["red", "blue", "green"]},
+    value_labels={"arena.size": {8: "small", 16: "large"}, "team": {"red": "r", "blue": "b", "green": "g"}},
+)
 _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_INT_RANGE, 1.0), (_NEVER, 0.0), (_FLOAT_RANGE, 2)))
@@ -87,7 +91,8 @@ def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
 
 
 REFERENCE_GENERATORS: dict[str, GeneratorSpec] = {
-    "grid": _GRID, "int_range": _INT_RANGE, "float_range": _FLOAT_RANGE, "single": _SINGLE, "weighted": _WEIGHTED,
+    "grid": _GRID, "value_labelled": _VALUE_LABELLED, "int_range": _INT_RANGE, "float_range": _FLOAT_RANGE,
+    "single": _SINGLE, "weighted": _WEIGHTED,
 }
 """The generators the gate checks, by name."""
 

@@ -317,6 +317,7 @@ def _named_errors(subject: _Subject) -> tuple[bool | None, str]:
     task = curriculum.get_task()
     problems = []
     for call, expected in ((lambda: curriculum.update_task_performance(task.task_id, math.nan), InvalidScoreError),
+                           (lambda: curriculum.update_task_performance(task.task_id, True), InvalidScoreError),
                            (lambda: curriculum.update_task_performance(-1, 0.5), UnknownTaskError)):
         try:
             call()
@@ -369,7 +370,8 @@ CAPABILITIES: Final[dict[str, Capability]] = {c.name: c for c in (
     ),
     Capability(
         "named_errors", "InvalidScoreError, UnknownTaskError (curriculum.errors)",
-        "a NaN score or one outside config.score_range raises InvalidScoreError; an id never in the pool raises "
+        "a NaN score, one outside config.score_range or a bool raises InvalidScoreError (a ValueError); an id "
+        "never in the pool raises "
         "UnknownTaskError; either leaves the curriculum unchanged (its get_state(), else its stats())",
         _named_errors,
     ),

@@ -100,7 +100,7 @@ def task_dependency_info(simulator: TaskDependencySimulator, task_index: int, ep
             "mastered": performance[task_index] >= threshold,
             "episode_return": episode_return,
             "student": {"best_performance": max(performance), "worst_performance": min(performance),
-                        "performance": performance},
+                        "performance": performance, "mastered": [value >= threshold for value in performance]},
         }
     }
 

@@ -431,6 +431,9 @@ class InvarianceLimits:
     are multiples of 1 / `score_quantum` every map is exact in floating point)."""
     score_quantum: int = 1024
     """Scores are rounded to multiples of 1 / this, in both runs."""
+    stats_every: int = 10
+    """Episodes between two `stats()` compared with the reference run's (a pool of 32 holds
+    tasks without completions for its first tens of episodes, and after a stage change)."""
     stale_reports: int = 3
     """Late completions a stale worker reports for every task that left the pool."""
     min_departed: int = 10

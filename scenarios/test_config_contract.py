@@ -1,4 +1,5 @@
-"""Config contract: every config field accepts its documented domain and refuses the rest by name.
+"""Config contract: every config field and constructor option accepts its documented domain and
+refuses the rest by name.
 
 Bug class: a range check off by its boundary (`<` for `<=`), a check dropped or applied to
 another field, a sum of shares not checked, an int field taking floats or bools, NaN slipping
@@ -10,6 +11,12 @@ through a comparison. Nothing crashes: a typo'd `exploration=1.0` or an inverted
 just past each boundary, and what no number field may take (NaN, infinities, bools,
 strings). Every accepted value must build the config (the field then holds it); every
 refused one must raise `CurriculumConfigError` naming the field, and build nothing.
+
+`OPTIONS` does the same for the keyword options of what runs a config (`Curriculum`, local and
+shared; `CurriculumEnv`, `GymCurriculumEnv`, `make_curriculum_vecenv` on Serial): an option
+checked only on one path (a shared curriculum's `lock_timeout` but not a local one's) makes a
+call that passed in a one-process test fail, or quietly misbehave, once the run is scaled out.
+Whatever an accepted value builds is closed again.
 """
 
 from __future__ import annotations
@@ -22,16 +29,23 @@ import pytest
 
 from curriculum import (
     BucketedTaskGenerator,
+    Curriculum,
     CurriculumConfig,
     CurriculumConfigError,
+    CurriculumEnv,
+    GymCurriculumEnv,
     LearningProgressConfig,
     SingleTaskGenerator,
     Stage,
     StagedProgressionConfig,
+    UniformConfig,
     ValueRange,
     WeightedTaskSetGenerator,
+    make_curriculum_vecenv,
 )
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL
+from curriculum.vector import MAX_NUM_ENVS
+from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 
 NAN, INF = math.nan, math.inf
 NOT_NUMBERS = (NAN, INF, -INF, True, "0.5", None)
@@ -128,12 +142,94 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
 ]
 
 
+def _closed_curriculum(**options: Any) -> Curriculum:
+    curriculum = Curriculum(_curriculum(), **options)
+    curriculum.close()
+    return curriculum
+
+
+def _puffer_env(**options: Any) -> CurriculumEnv:
+    curriculum = Curriculum(_curriculum())
+    try:
+        env = CurriculumEnv(ExactAccountingEnv(), curriculum, **options)
+        env.close()
+    finally:
+        curriculum.close()
+    return env
+
+
+def _gym_env(**options: Any) -> GymCurriculumEnv:
+    curriculum = Curriculum(_curriculum())
+    try:
+        env = GymCurriculumEnv(GymExactAccountingEnv(), curriculum, **options)
+        env.close()
+    finally:
+        curriculum.close()
+    return env
+
+
+def _exact_env(buf: Any = None, seed: int = 0) -> ExactAccountingEnv:
+    return ExactAccountingEnv(buf=buf, seed=seed)
+
+
+def _serial_vector(**options: Any) -> Any:
+    options.setdefault("num_envs", 2)
+    curriculum = Curriculum(_curriculum(algorithm=UniformConfig()))  # centralized tracking takes uniform
+    try:
+        vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend=options.pop("backend", "Serial"), **options)
+        vecenv.close()
+    finally:
+        curriculum.close()
+    return vecenv
+
+
+NOT_TIMEOUTS = (0, 0.0, -1.0, NAN, INF, True, "5")
+
+# the same columns as DOMAINS, for keyword options (nothing is read back)
+OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tuple[Any, ...]]] = [
+    ("shared_memory a bool", lambda v: _closed_curriculum(shared_memory=v), None, (False, True),
+     (0, 1, "yes", None)),
+    ("lock_timeout None or finite > 0, local curriculum", lambda v: _closed_curriculum(lock_timeout=v), None,
+     (None, 1e-3, 30), NOT_TIMEOUTS),
+    ("lock_timeout None or finite > 0, shared curriculum",
+     lambda v: _closed_curriculum(shared_memory=True, lock_timeout=v), None, (None, 1e-3, 30), NOT_TIMEOUTS),
+    ("seed None or >= 0, CurriculumEnv", lambda v: _puffer_env(seed=v), None, (None, 0, 2**40), (-1, *NOT_INTS[:3])),
+    ("seed None or >= 0, GymCurriculumEnv", lambda v: _gym_env(seed=v), None, (None, 0, 2**40), (-1, *NOT_INTS[:3])),
+    ("stats_interval >= 1, CurriculumEnv", lambda v: _puffer_env(stats_interval=v), None, (1, 1000),
+     (0, -1, *NOT_INTS)),
+    ("stats_interval >= 1, GymCurriculumEnv", lambda v: _gym_env(stats_interval=v), None, (1, 1000),
+     (0, -1, *NOT_INTS)),
+    ("score_fn None or callable, CurriculumEnv", lambda v: _puffer_env(score_fn=v), None, (None, max), (1, "mean")),
+    ("score_fn None or callable, GymCurriculumEnv", lambda v: _gym_env(score_fn=v), None, (None, max), (1, "mean")),
+    ("local_tracking a bool, CurriculumEnv", lambda v: _puffer_env(local_tracking=v), None, (True,), (1, "yes", None)),
+    ("local_tracking a bool, GymCurriculumEnv", lambda v: _gym_env(local_tracking=v), None, (True,), (1, None)),
+    ("num_envs in [1, MAX_NUM_ENVS], vector", lambda v: _serial_vector(num_envs=v), None, (1, 3),
+     (0, MAX_NUM_ENVS + 1, *NOT_INTS)),
+    ("seed >= 0, vector", lambda v: _serial_vector(seed=v), None, (0, 2**40), (-1, *NOT_INTS)),
+    ("stats_interval >= 1, vector", lambda v: _serial_vector(stats_interval=v), None, (1, 1000),
+     (0, -1, *NOT_INTS)),
+    ("worker_timeout None or finite > 0, vector", lambda v: _serial_vector(worker_timeout=v), None,
+     (None, 1e-3, 30), NOT_TIMEOUTS),
+    ("score_fn None or callable, vector", lambda v: _serial_vector(score_fn=v), None, (None, max), (1, "mean")),
+    ("tracking 'shared' or 'centralized', vector", lambda v: _serial_vector(tracking=v), None,
+     ("shared", "centralized"), ("Shared", "", None, 1, "ray")),
+    ("num_workers None or dividing num_envs, vector", lambda v: _serial_vector(num_envs=4, num_workers=v), None,
+     (None, 1, 2, 4), (0, 3, 5, -1, *NOT_INTS[:3])),
+    ("batch_size None or num_envs on Serial, vector", lambda v: _serial_vector(num_envs=4, batch_size=v), None,
+     (None, 4), (0, 2, 5, 4.0, True)),
+    ("batch_size dividing num_envs under zero_copy (pufferlib's default), Multiprocessing",
+     lambda v: _serial_vector(backend="Multiprocessing", tracking="centralized", num_envs=4, num_workers=4,
+                              overwork=True, batch_size=v), None, (None, 2), (3, 0, 5, 2.0)),
+]
+
+
 def _field_name(what: str) -> str:
     return what.split(" ", 1)[0].split(".")[-1]
 
 
-@pytest.mark.parametrize(("what", "build", "attribute", "accepted", "refused"), DOMAINS,
-                         ids=[_field_name(d[0]) for d in DOMAINS])
+@pytest.mark.parametrize(("what", "build", "attribute", "accepted", "refused"), DOMAINS + OPTIONS,
+                         ids=[_field_name(d[0]) for d in DOMAINS] + [d[0].split(",")[-1].strip().split(" ")[0] + "-"
+                                                                     + _field_name(d[0]) for d in OPTIONS])
 def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, attribute, accepted, refused) -> None:
     for value in accepted:
         try:

@@ -67,15 +67,22 @@ MACHINE_SETTINGS = settings(
     max_examples=40, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
 
+#: The builtin each refusal also is (docs/protocol.md), so `except ValueError` code keeps working.
+ERROR_BASES: dict[type[Exception], type[Exception]] = {InvalidScoreError: ValueError, UnknownTaskError: LookupError}
+
 #: Counters the model checks in `stats()`; a curriculum that lacks them is skipped, not failed.
 COUNTER_STATS = ("total_completions", "late_completions")
 
-GOOD_SCORES = st.one_of(st.sampled_from([0.0, 1.0]), st.floats(min_value=0.0, max_value=1.0))
+# ints and numpy floats are scores too; bools (a success flag passed for a score), strings,
+# None and lists are not: they are refused like a NaN
+GOOD_SCORES = st.one_of(st.sampled_from([0.0, 1.0, 0, 1, np.float64(0.25), np.float32(0.5)]),
+                        st.floats(min_value=0.0, max_value=1.0))
 BAD_SCORES = st.one_of(
     st.sampled_from([math.nan, math.inf, -math.inf]),
     st.floats(max_value=0.0, exclude_max=True, allow_infinity=False),
     st.floats(min_value=1.0, exclude_min=True, allow_infinity=False),
 )
+NOT_SCORES = st.sampled_from([True, False, np.bool_(True), "0.5", None, [0.5]])
 
 
 @pytest.fixture(autouse=True)
@@ -150,6 +157,9 @@ def _numbers(value: Any, path: str = "stats()") -> Iterator[tuple[str, float]]:
 
 class CurriculumMachine(RuleBasedStateMachine):
     """The curriculum under test beside a model of what has been handed out and credited."""
+
+    bad_score_error: type[Exception] = InvalidScoreError
+    """The error a bad score must raise (and, per `ERROR_BASES`, the builtin it also is)."""
 
     def __init__(self, factory: CurriculumFactory | None = None) -> None:
         super().__init__()
@@ -270,7 +280,13 @@ class CurriculumMachine(RuleBasedStateMachine):
     @rule(data=st.data(), score=BAD_SCORES)
     def bad_score(self, data: st.DataObject, score: float) -> None:
         task_id = data.draw(st.sampled_from(sorted(self.issued)), label="task_id")
-        self._refused(task_id, score, InvalidScoreError)
+        self._refused(task_id, score, self.bad_score_error)
+
+    @precondition(lambda self: bool(self.issued))
+    @rule(data=st.data(), score=NOT_SCORES)
+    def not_a_score(self, data: st.DataObject, score: Any) -> None:
+        task_id = data.draw(st.sampled_from(sorted(self.issued)), label="task_id")
+        self._refused(task_id, score, self.bad_score_error)
 
     @rule(data=st.data())
     def unknown_task(self, data: st.DataObject) -> None:
@@ -287,6 +303,11 @@ class CurriculumMachine(RuleBasedStateMachine):
         raised = _error_of(lambda: self.curriculum.update_task_performance(task_id, score))
         assert isinstance(raised, error), (
             f"update_task_performance({task_id!r}, {score!r}) raised {raised!r}, expected {error.__name__}"
+        )
+        builtin = ERROR_BASES[error]
+        assert isinstance(raised, builtin), (
+            f"update_task_performance({task_id!r}, {score!r}) raised {type(raised).__name__}, which is not a "
+            f"{builtin.__name__}: `except {builtin.__name__}` handlers (its documented base) miss it"
         )
         after = self.snapshot()
         assert after == before, (
@@ -425,6 +446,13 @@ class _NanScoreAccepted(Curriculum):
         return super().update_task_performance(task_id, 0.0 if score != score else score)
 
 
+class _BoolScoreAccepted(Curriculum):
+    """Bug: a success flag passed for a score is recorded as 1.0 or 0.0 (bool is an int)."""
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        return super().update_task_performance(task_id, float(score) if isinstance(score, (bool, np.bool_)) else score)
+
+
 class _UnnormalisedProbabilities(Curriculum):
     """Bug: the sampling distribution is reported (and drawn from) before normalisation."""
 
@@ -446,13 +474,16 @@ BROKEN_CURRICULA: dict[str, CurriculumFactory] = {
     "load_state ignores the random stream": _LoadStateIgnoresRng,
     "unknown task id changes the counters": _UnknownIdCountedLate,
     "NaN score accepted": _NanScoreAccepted,
+    "bool score accepted": _BoolScoreAccepted,
     "sampling probabilities not normalised": _UnnormalisedProbabilities,
     "evicted task id reused": _EvictionReusesIds,
 }
 
+# derandomized: each canary is caught after the same examples every run (a random search took
+# from a fraction of a second to 20 s to reach the bug, and the gate has a time budget)
 BROKEN_RUN_SETTINGS = settings(
     MACHINE_SETTINGS, max_examples=200, database=None, phases=[Phase.explicit, Phase.generate],
-    report_multiple_bugs=False,
+    report_multiple_bugs=False, derandomize=True,
 )
 
 
@@ -461,3 +492,23 @@ def test_machine_fails_on_broken_curriculum(bug: str) -> None:
     broken = BROKEN_CURRICULA[bug]
     with pytest.raises(AssertionError):
         run_state_machine_as_test(lambda: CurriculumMachine(broken), settings=BROKEN_RUN_SETTINGS)
+
+
+class _ScoreRefusal(InvalidScoreError.__mro__[1], TypeError):  # a CurriculumError, not a ValueError
+    """An InvalidScoreError declared on the wrong builtin base (`TypeError`)."""
+
+
+class _ScoreRefusedAsTypeError(Curriculum):
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        try:
+            return super().update_task_performance(task_id, score)
+        except InvalidScoreError as error:
+            raise _ScoreRefusal(str(error)) from None
+
+
+def test_machine_fails_when_a_refusal_is_not_its_documented_builtin(monkeypatch) -> None:
+    """Bug: the library's InvalidScoreError derives from TypeError, so `except ValueError` misses it."""
+    monkeypatch.setitem(ERROR_BASES, _ScoreRefusal, ValueError)
+    monkeypatch.setattr(CurriculumMachine, "bad_score_error", _ScoreRefusal)
+    with pytest.raises(AssertionError, match="which is not a ValueError"):
+        run_state_machine_as_test(lambda: CurriculumMachine(_ScoreRefusedAsTypeError), settings=BROKEN_RUN_SETTINGS)

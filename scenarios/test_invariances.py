@@ -26,7 +26,8 @@ and seed. Scores are rounded to multiples of 1/1024 in both runs, so mapping the
 `INVARIANCES.score_range` and back is exact in floating point: a curriculum that normalises
 (s - low) / (high - low) sees bit-identical numbers. The first divergence is named (episode,
 task ids, seed), and every `stats()` number must match the reference (or, for a score
-statistic, its image in the other range).
+statistic, its image in the other range), every `stats_every` episodes and at the end: early
+and right after a stage change the pool holds tasks nothing was recorded for yet.
 """
 
 from __future__ import annotations
@@ -58,20 +59,36 @@ def _mapped(score_range: tuple[float, float]) -> Score:
 
 
 class _Run:
-    """A run's task ids, the late completions a stale worker reported, its final `stats()`."""
+    """A run's task ids, the late completions a stale worker reported, its `stats()` every
+    `LIMITS.stats_every` episodes (`trace`: early ones see fresh tasks, as do those after a
+    stage change) and at the end (`stats`)."""
 
     def __init__(self, curriculum: Any, space: TaskSpace, *, score: Score = float,
                  stale: Callable[[Any, list[int]], int] | None = None) -> None:
         self.ids: list[int] = []
         self.late = 0
-        for _ in range(LIMITS.episodes):
+        self.trace: list[tuple[int, Any]] = []
+        for episode in range(1, LIMITS.episodes + 1):
             task = curriculum.get_task()
             reward = _quantised(space.simulator.sample_task(space.task_index(task.env_cfg)))
             curriculum.update_task_performance(task.task_id, score(reward))
             self.ids.append(task.task_id)
             if stale is not None:
                 self.late += stale(curriculum, self.ids)
+            if episode % LIMITS.stats_every == 0:
+                self.trace.append((episode, curriculum.stats()))
         self.stats = curriculum.stats()
+
+
+def _trace_mismatches(reference: _Run, other: _Run, image: Callable[[Any], Any] | None = None,
+                      expected: Callable[[Any], Any] = lambda stats: stats) -> list[str]:
+    """Where `other`'s stats() differ from `reference`'s (`expected` of them), at the first
+    episode of the trace where any do, else at the end."""
+    for (episode, a), (_, b) in zip(reference.trace, other.trace):
+        differ = _mismatches(expected(a), b, image, f"stats() after episode {episode}")
+        if differ:
+            return differ
+    return _mismatches(expected(reference.stats), other.stats, image, "stats()")
 
 
 def _first_divergence(reference: list[int], other: list[int]) -> int | None:
@@ -150,7 +167,7 @@ def test_score_range_changes_nothing(curriculum_factory, require_capability, sce
     what = f"{setup}, every score s mapped to {score_range[0]} + s * {score_range[1] - score_range[0]} " \
            f"(score_range={score_range})"
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
-    differ = _mismatches(reference.stats, run.stats, lambda v: mapped(v) if isinstance(v, float) else v, "stats()")
+    differ = _trace_mismatches(reference, run, lambda v: mapped(v) if isinstance(v, float) else v)
     assert not differ, f"{what}: stats() differ from the [0, 1] run's (and from their image), seed " \
                        f"{scenario_seed}: " + "; ".join(differ[:5])
 
@@ -208,7 +225,7 @@ def test_label_names_change_nothing(curriculum_factory, scenario_seed) -> None:
     run = _Run(curriculum_factory(_lp_config(RenamedLabels(space.generator), scenario_seed)), space)
     what = "6-task chain, every label renamed (task_0 -> r_gzhp_9, ...)"
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
-    differ = _mismatches(_renamed_keys(reference.stats, set(space.learnable_labels)), run.stats, None, "stats()")
+    differ = _trace_mismatches(reference, run, expected=lambda stats: _renamed_keys(stats, set(space.learnable_labels)))
     assert not differ, f"{what}: stats() differ from the reference's under the new names, seed {scenario_seed}: " \
                        + "; ".join(differ[:5])
 
@@ -279,7 +296,7 @@ def test_shared_memory_changes_nothing(curriculum_factory, require_capability, s
         getattr(shared, "close", lambda: None)()
     what = f"{setup}, statistics in shared memory"
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
-    differ = _mismatches(reference.stats, run.stats, None, "stats()")
+    differ = _trace_mismatches(reference, run)
     assert not differ, f"{what}: stats() differ from the local run's, seed {scenario_seed}: " + "; ".join(differ[:5])
 
 
@@ -312,5 +329,5 @@ def test_task_id_tags_change_nothing(curriculum_factory, scenario_seed) -> None:
     run = _Run(curriculum_factory(_churn_config(TaggedTasks(space.generator), scenario_seed)), space)
     what = "5 learnable + 45 impossible tasks, pool 16, every config tagged with its task id (level_seed)"
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
-    differ = _mismatches(reference.stats, run.stats, None, "stats()")
+    differ = _trace_mismatches(reference, run)
     assert not differ, f"{what}: stats() differ from the untagged run's, seed {scenario_seed}: " + "; ".join(differ[:5])

@@ -12,7 +12,10 @@ per task config and back).
 And a seed means one stream however it is set (seed 0 included, the value a truthiness test
 takes for "no seed"): `reseed(s)` on a curriculum that has already run, the gymnasium
 wrapper's `reset(seed=s)` after episodes have ended, and a process attaching to a shared
-curriculum with `seed=s` all draw what a fresh curriculum reseeded with s draws.
+curriculum with `seed=s` all draw what a fresh curriculum reseeded with s draws. And both
+seeds count: no two (config seed, worker seed) pairs draw the same stream (a stream seeded
+with their sum makes config seed 1 on worker 0 a copy of config seed 0 on worker 1, so the
+"independent" seeds of a sweep rerun each other's workers).
 """
 
 from __future__ import annotations
@@ -169,3 +172,22 @@ def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_c
                     f"a handle attached with seed={seed} drew {got[:8]}..., a curriculum reseeded with {seed} draws "
                     f"{expected[:8]}..., seed {scenario_seed}")
             getattr(shared, "close", lambda: None)()
+
+
+def test_config_seed_and_worker_seed_both_count(curriculum_factory, require_capability, scenario_seed) -> None:
+    """Uniform sampling: curricula of config seeds `scenario_seed + c`, each reseeded with worker
+    seed w (c, w in 0..2), draw nine different streams."""
+    streams: dict[tuple[int, ...], tuple[int, int]] = {}
+    for c in range(3):
+        config_seed = scenario_seed + c
+        for worker_seed in range(3):
+            curriculum = curriculum_factory(stream_config(config_seed, UniformConfig()))
+            reseed = getattr(curriculum, "reseed", None)
+            require_capability(callable(reseed), "this curriculum has no reseed(seed)")
+            reseed(worker_seed)
+            drawn = tuple(curriculum.get_task().task_id for _ in range(LIMITS.stream_draws))
+            getattr(curriculum, "close", lambda: None)()
+            same = streams.setdefault(drawn, (config_seed, worker_seed))
+            assert same == (config_seed, worker_seed), (
+                f"config seed {config_seed} reseeded with {worker_seed} draws {list(drawn[:8])}..., the same "
+                f"{LIMITS.stream_draws} tasks as config seed {same[0]} reseeded with {same[1]}, seed {scenario_seed}")

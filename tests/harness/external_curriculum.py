@@ -107,7 +107,8 @@ class ExternalCurriculum:
         return self._sampler.choose()
 
     def update_task_performance(self, task_id: int, score: float) -> bool:
-        if not (isinstance(score, Real) and math.isfinite(score) and self._low <= score <= self._high):
+        if isinstance(score, bool) or not (isinstance(score, Real) and math.isfinite(score)
+                                           and self._low <= score <= self._high):
             raise InvalidScoreError(f"Expected score in [{self._low}, {self._high}] for task {task_id}, "
                                     f"received {score!r}")
         if not (isinstance(task_id, Integral) and not isinstance(task_id, bool)

@@ -187,8 +187,8 @@ def test_update_is_called_once_with_the_task_and_a_mid_range_score() -> None:
     double = curriculum_double(get_task=lambda self: TaskDouble(task_id=12),
                                update_task_performance=lambda self, task_id, score: updates.append((task_id, score)))
     check_curriculum(double, file=io.StringIO())
-    assert updates[0] == (12, 0.5)  # then the named-error probes: a NaN score, the id -1
-    assert updates[1][0] == 12 and math.isnan(updates[1][1]) and updates[2:] == [(-1, 0.5)]
+    assert updates[0] == (12, 0.5)  # then the named-error probes: a NaN score, a bool score, the id -1
+    assert updates[1][0] == 12 and math.isnan(updates[1][1]) and updates[2:] == [(12, True), (-1, 0.5)]
 
 
 def test_exercise_false_checks_methods_only() -> None:
@@ -272,9 +272,10 @@ def test_skip_reason_names_the_missing_capability_without_calling_the_curriculum
 
 @pytest.mark.parametrize(("update", "found"), [
     (lambda self, task_id, score: True, "accepted what must raise InvalidScoreError; accepted what must raise "
-                                        "UnknownTaskError"),
+                                        "InvalidScoreError; accepted what must raise UnknownTaskError"),
     (lambda self, task_id, score: [][task_id] if score == score else math.sqrt(-1.0),
-     "raised ValueError instead of InvalidScoreError; raised IndexError instead of UnknownTaskError"),
+     "raised ValueError instead of InvalidScoreError; raised IndexError instead of InvalidScoreError; raised "
+     "IndexError instead of UnknownTaskError"),
 ])
 def test_a_curriculum_without_the_named_errors_has_the_state_machine_skipped(update: Any, found: str) -> None:
     double = curriculum_double(update_task_performance=update,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from curriculum import CurriculumConfig, CurriculumConfigError, SingleTaskGenerator
+from curriculum import Curriculum, CurriculumConfig, CurriculumConfigError, SingleTaskGenerator
 
 _PATH = Path(__file__).resolve().parents[2] / "scenarios" / "test_config_contract.py"
 _SPEC = importlib.util.spec_from_file_location("config_contract_suite", _PATH)
@@ -62,3 +62,20 @@ def test_the_contract_fails_on_a_broken_field(build, failure, expected) -> None:
 
 def test_the_contract_passes_the_built_in_field() -> None:
     suite.test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(*_DOMAIN)
+
+
+_LOCAL_LOCK_TIMEOUT = next(d for d in suite.OPTIONS if d[0].startswith("lock_timeout") and "local" in d[0])
+
+
+def _lock_timeout_checked_when_shared(value: Any) -> Curriculum:
+    """A local curriculum that leaves `lock_timeout` unchecked ("only a shared one has a lock")."""
+    curriculum = Curriculum(_config())
+    curriculum.close()
+    return curriculum
+
+
+def test_the_contract_fails_on_an_option_checked_on_one_path_only() -> None:
+    what, _, attribute, accepted, refused = _LOCAL_LOCK_TIMEOUT
+    with pytest.raises(pytest.fail.Exception, match="outside the documented domain but was accepted"):
+        suite.test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(
+            what, _lock_timeout_checked_when_shared, attribute, accepted, refused)
