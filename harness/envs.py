@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
@@ -199,7 +200,7 @@ class TaskDependencyEnv(_HarnessEnv):
     a numpy array (`task_dependency/student/performance`, which the stats pipeline averages),
     which tasks it has mastered as a numpy bool array (`student/mastered`, averaged too: the
     share mastered), and numpy scalars (`num_mastered` an int64, `mastered` a bool), as real
-    envs report.
+    envs report; `student` is an `OrderedDict` (a mapping, not a dict).
     """
 
     CONFIG_KEYS: ClassVar[tuple[str, ...]] = ("task_index",)
@@ -298,15 +299,17 @@ class TaskDependencyEnv(_HarnessEnv):
         simulator = self._simulator
         performance = simulator.performance
         task = self._task_index
+        mastered = performance >= simulator.mastery_threshold
         numbers = {"task_dependency": {
             "performance": float(performance[task]),
             "task_index": task,
             "mean_performance": float(performance.mean()),
-            "num_mastered": np.int64(np.count_nonzero(performance >= simulator.mastery_threshold)),
+            "num_mastered": np.int64(np.count_nonzero(mastered)),
             "mastered": np.bool_(performance[task] >= simulator.mastery_threshold),
             "episode_return": self._return,
-            "student": {"best_performance": float(performance.max()), "worst_performance": float(performance.min()),
-                        "performance": performance.copy(), "mastered": performance >= simulator.mastery_threshold},
+            "student": OrderedDict(best_performance=float(performance.max()),
+                                   worst_performance=float(performance.min()),
+                                   performance=performance.copy(), mastered=mastered),
         }}
         info = self._episode_info(numbers, {"task_index": task}, (self._paid,), ENDED_TERMINAL, self._step,
                                   performance=float(performance[task]))
@@ -534,7 +537,9 @@ class GymExactAccountingEnv(gymnasium.Env):
     `desync_truncation` attribute with `desync_signal="attribute"`), the action is ignored.
     Reward, `terminated` and `truncated` are numpy scalars (float32, bool), as from envs that
     compute with numpy; `step()` returns the same info dict every time, its own keys rewritten,
-    as envs that keep one do (a wrapper must not write into it). `set_env_config` applies at the next `reset()`, as for the PufferEnv.
+    as envs that keep one do (a wrapper must not write into it). An episode's end info also
+    carries an empty list (`exact_accounting/events`), which the stats pipeline must skip.
+    `set_env_config` applies at the next `reset()`, as for the PufferEnv.
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
@@ -568,6 +573,8 @@ class GymExactAccountingEnv(gymnasium.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         observations, rewards, terminals, truncations, infos = self.inner.step(np.zeros(1, dtype=np.int32))
         own = infos[0] if infos else {}
+        if "exact_accounting" in own:  # the episode's end: what it logged, nothing (an empty list is no number)
+            own = {**own, "exact_accounting": {**own["exact_accounting"], "events": []}}
         # one info dict for the env's life, whose own keys it rewrites at every step (a common
         # pattern): what a wrapper writes into it stays there for every later step
         info = self._info

@@ -652,6 +652,9 @@ class WatchedCurriculum:
 
     Methods a curriculum may lack (`active_tasks`, `task_scores`, `get_state`, ...) are looked up
     on the curriculum itself, so a stand-in has exactly the capabilities of what it watches.
+    `update_task_performance` answers every other credited completion with None instead of the
+    curriculum's own answer: the protocol allows anything but False there (an external curriculum
+    returns None), and a wrapper must not count it late.
     """
 
     def __init__(self, inner: Any, oracle: AccountingOracle) -> None:
@@ -781,7 +784,9 @@ class WatchedCurriculum:
                 else:
                     replayed.stage = stage  # follow, so one wrong transition is reported once
                     replayed.episodes, replayed.scores, replayed.inexact = 0, deque(), False
-        return result
+        # the protocol: False for a late completion, anything else when credited; every other
+        # credited one comes back as None, so code that takes a falsy answer for late shows
+        return None if not late and self.total % 2 else result
 
     def stats(self) -> Any:
         reported = self.inner.stats()

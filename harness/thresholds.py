@@ -278,8 +278,9 @@ class StagedLimits:
     """Episodes per config of the sweep."""
     sweep_run_length: float = 6.0
     """Mean length of the sweep's runs of high scores (0.5, 0.75 or 1) and low ones (0, 0.25 or 0.5)."""
-    sweep_mixes: tuple[float, ...] = (0.0, 0.25, 0.4)
-    """Previous-stage mixes of the sweep: 0.4 of the pool is 1.6 slots, which rounds to 2."""
+    sweep_mixes: tuple[float, ...] = (0.0, 0.25, 0.4, 0.9)
+    """Previous-stage mixes of the sweep: 0.4 of the pool is 1.6 slots, which rounds to 2; 0.9
+    is 3.6, which rounds to the whole pool (one slot must still run the current stage)."""
     sweep_thresholds: tuple[float, float] = (0.75, 0.25)
     """Advancement and regression thresholds of the sweep: window means of its scores land on
     them exactly (the rule advances at a mean equal to the threshold, regresses only below)."""
@@ -344,6 +345,9 @@ class EnvWrapperLimits:
     """Of those, every this-many-th is abandoned by a `reset()` after its first step."""
     fail_every_reset: int = 7
     """The pufferlib-wrapper check's env fails every this-many-th reset (its start is retried)."""
+    fail_every_draw: int = 5
+    """One `get_task()` call in this many fails there, at random (before drawing anything, as a
+    lock timeout does): the draw is retried by `reset()`."""
     num_envs: int = 4
     vec_steps: int = 600
     epoch_steps: int = 150

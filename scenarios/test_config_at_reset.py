@@ -16,6 +16,8 @@ generator that copies configs shallowly lets drawing one task rewrite another's)
 
 from __future__ import annotations
 
+import random
+
 import gymnasium
 import numpy as np
 import pytest
@@ -28,17 +30,29 @@ from harness.thresholds import ENV_WRAPPER as LIMITS
 from harness.thresholds import INVARIANCES
 
 
-class _HandedOut:
-    """Records every task the curriculum hands out, in order."""
+class DrawFailed(RuntimeError):
+    """A task draw that failed (as a lock timeout does), before anything was drawn."""
 
-    def __init__(self, curriculum) -> None:
+
+class _HandedOut:
+    """Records every task the curriculum hands out, in order; with `fail_every`, one
+    `get_task()` in that many (drawn at random from `seed`: a fixed period can fall on the
+    retries alone) raises `DrawFailed` instead, drawing nothing."""
+
+    def __init__(self, curriculum, fail_every: int | None = None, seed: int = 0) -> None:
         self.curriculum = curriculum
         self.tasks = []
+        self.fail_every = fail_every
+        self.failures = random.Random(seed)
+        self.calls = 0
 
     def __getattr__(self, name):  # test double: everything else goes to the curriculum
         return getattr(self.curriculum, name)
 
     def get_task(self):
+        self.calls += 1
+        if self.fail_every and self.failures.random() * self.fail_every < 1.0:
+            raise DrawFailed(f"get_task() call {self.calls} failed")
         task = self.curriculum.get_task()
         self.tasks.append(task)
         return task
@@ -53,13 +67,16 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
     """Every episode runs the task handed out for it, also when the env's start fails now and
     then (every `LIMITS.fail_every_reset`-th reset raises, the auto-reset or an explicit
     `reset()`; the retry starts the task drawn for the failed start, no other is drawn; the
-    ended episode's infos come with the retry), and when an episode is abandoned by `reset()`
-    after its first step (every `LIMITS.abandon_every`-th)."""
+    ended episode's infos come with the retry), when the curriculum's draw fails now and then
+    (one `get_task()` in `LIMITS.fail_every_draw`; the ended episode stays recorded, and its
+    infos come with the `reset()` that draws again), and when an episode is abandoned by
+    `reset()` after its first step (every `LIMITS.abandon_every`-th)."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]}, label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="single env")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
-        task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))))
+        task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
+        fail_every=LIMITS.fail_every_draw, seed=scenario_seed)
     env = curriculum_env_class(ExactAccountingEnv(fail_every_reset=LIMITS.fail_every_reset), curriculum,
                                seed=scenario_seed, score_fn=_score)
 

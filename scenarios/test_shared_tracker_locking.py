@@ -7,7 +7,8 @@ reports its episodes like a wrapper does, so the accounting oracle checks the fi
 per-task numbers against what the writers ran. And a writer that sends bad input must leave
 the lock free: the other writers' next updates go through at once. The library's cleanup of
 trackers left by dead creators (`remove_orphaned_segments`, `curriculum-harness cleanup`) must
-remove those and nothing that is alive or still in use.
+remove those and nothing that is alive or still in use, and its dry run must list them and
+remove nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import os
 import signal
 import time
 from collections import Counter
+from multiprocessing import resource_tracker
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -33,6 +36,7 @@ from curriculum import (
     SingleTaskGenerator,
     UniformConfig,
 )
+from curriculum import memory
 from curriculum.env import CompletionRecorder
 from curriculum.memory import SEGMENT_DIR, remove_orphaned_segments
 from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
@@ -467,3 +471,33 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
     assert _gone_or_removed(attached, removed), (
         f"once released, {attached} (its creator dead) must be removed; the cleanup removed {removed}, seed "
         f"{scenario_seed}")
+
+
+def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_curriculum, require_capability,
+                                                                 scenario_seed, monkeypatch, tmp_path) -> None:
+    """A dead creator's tracker, copied while it ran into a directory of its own (other
+    processes' cleanups scan only the real one), is an orphan there: the dry run lists it and
+    leaves it in place; the real cleanup then lists and removes it."""
+    require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+                              algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
+    resource_tracker.ensure_running()  # the forked creator registers its block with ours, not its own
+    here, there = mp.get_context("fork").Pipe()
+    creator = mp.get_context("fork").Process(target=_create_and_vanish, args=(config, there))
+    creator.start()
+    name = here.recv()
+    copy = tmp_path / name
+    copy.write_bytes((Path(SEGMENT_DIR) / name).read_bytes())
+    here.send("die")
+    creator.join(timeout=30)
+    remove_orphaned_segments()  # the real block, its creator gone
+    resource_tracker.unregister("/" + name, "shared_memory")  # removed here: nothing left for the tracker
+    monkeypatch.setattr(memory, "SEGMENT_DIR", str(tmp_path))
+    listed = remove_orphaned_segments(dry_run=True)
+    assert listed == [str(copy)] and copy.exists(), (
+        f"a dry run of the cleanup over a dead creator's tracker listed {listed} and left it "
+        f"{'in place' if copy.exists() else 'removed'} (expected it listed and left), seed {scenario_seed}")
+    removed = remove_orphaned_segments()
+    assert removed == [str(copy)] and not copy.exists(), (
+        f"after the dry run the cleanup removed {removed}, and the dead creator's tracker "
+        f"{'is still there' if copy.exists() else 'is gone'}, seed {scenario_seed}")

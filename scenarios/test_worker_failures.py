@@ -6,8 +6,10 @@ or that fails much later with an unrelated error, goes on stepping the survivors
 the completions the workers had already recorded. Nothing crashes where the bug is: the run
 just stops making progress.
 
-pufferlib Multiprocessing, four envs on two worker processes sharing one curriculum: after
-some steps one worker is killed (SIGKILL) or frozen (SIGSTOP, with `worker_timeout`). The
+pufferlib Multiprocessing, four envs on two worker processes sharing one curriculum, or on
+four stepped in asynchronous batches of two (a batch is a block of two workers, one of which
+may have answered while the other is dead): after some steps one worker is killed (SIGKILL)
+or frozen (SIGSTOP, with `worker_timeout`). The
 next steps must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
 seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
 every worker must be stopped, the next `step()` refused at once, and the curriculum must
@@ -64,18 +66,26 @@ def _steps_until_error(vecenv, steps: int, seen: list[int]) -> dict[str, object]
     return outcome
 
 
+LAYOUTS = {
+    "sync": {"num_workers": LIMITS.num_workers},
+    # one env per worker, batches of two (pufferlib's zero-copy blocks: workers 0-1 and 2-3)
+    "async": {"num_workers": LIMITS.num_envs, "batch_size": 2},
+}
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
 @pytest.mark.parametrize("fault", ["killed", "stopped"])
 def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, require_capability, scenario_seed,
-                                                          fault) -> None:
+                                                          fault, layout) -> None:
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
     options = {"worker_timeout": LIMITS.worker_timeout} if fault == "stopped" else {}
     vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared",
-                                    num_envs=LIMITS.num_envs, num_workers=LIMITS.num_workers, overwork=True,
-                                    seed=scenario_seed, **options)
+                                    num_envs=LIMITS.num_envs, overwork=True, seed=scenario_seed,
+                                    **LAYOUTS[layout], **options)
     processes = list(vecenv.vecenv.processes)
-    victim = LIMITS.num_workers - 1
+    victim = len(processes) - 1
     try:
         vecenv.reset(seed=scenario_seed)
         seen = [0]

@@ -23,13 +23,14 @@ def _factory(config: Any, *, shared_memory: bool = False) -> Curriculum:
     return Curriculum(config, shared_memory=shared_memory)
 
 
-def _run(fault: str) -> None:
-    suite.test_a_dead_or_frozen_worker_is_named_never_waited_on(_factory, lambda ok, why: None, 0, fault)
+def _run(fault: str, layout: str = "sync") -> None:
+    suite.test_a_dead_or_frozen_worker_is_named_never_waited_on(_factory, lambda ok, why: None, 0, fault, layout)
 
 
+@pytest.mark.parametrize("layout", list(suite.LAYOUTS))
 @pytest.mark.parametrize("fault", ["killed", "stopped"])
-def test_the_suite_passes_the_built_in_vector(fault: str) -> None:
-    _run(fault)
+def test_the_suite_passes_the_built_in_vector(fault: str, layout: str) -> None:
+    _run(fault, layout)
 
 
 @pytest.mark.parametrize(("fault", "blind", "expected"), [
