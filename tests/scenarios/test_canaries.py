@@ -52,7 +52,7 @@ def test_suite_fails_on_its_canary(module: str, option: str, spec: str) -> None:
 
 def test_every_scenario_module_has_a_canary() -> None:
     # these prove their checks on broken inputs of their own instead of a plugged-in curriculum:
-    # broken curricula (test_machine_fails_on_broken_curriculum), broken generators
+    # broken curricula (test_state_machine_canaries.py), broken generators
     # (tests/harness/test_generator_checks.py), broken config builders (test_config_contract_canaries.py),
     # a vector blind to worker failures (test_worker_failures_canaries.py)
     own = {"test_curriculum_state_machine", "test_task_generators", "test_config_contract", "test_worker_failures"}
