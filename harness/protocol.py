@@ -371,8 +371,8 @@ CAPABILITIES: Final[dict[str, Capability]] = {c.name: c for c in (
     Capability(
         "named_errors", "InvalidScoreError, UnknownTaskError (curriculum.errors)",
         "a NaN score, one outside config.score_range or a bool raises InvalidScoreError (a ValueError); an id "
-        "never in the pool raises "
-        "UnknownTaskError; either leaves the curriculum unchanged (its get_state(), else its stats())",
+        "never in the pool raises UnknownTaskError; either leaves the curriculum unchanged (its get_state(), else "
+        "its stats())",
         _named_errors,
     ),
     Capability(
