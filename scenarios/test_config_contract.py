@@ -148,24 +148,22 @@ def _closed_curriculum(**options: Any) -> Curriculum:
     return curriculum
 
 
-def _puffer_env(**options: Any) -> CurriculumEnv:
+def _wrapped(wrapper: type, make_env: Callable[[], Any], **options: Any) -> Any:
     curriculum = Curriculum(_curriculum())
     try:
-        env = CurriculumEnv(ExactAccountingEnv(), curriculum, **options)
+        env = wrapper(make_env(), curriculum, **options)
         env.close()
     finally:
         curriculum.close()
     return env
+
+
+def _puffer_env(**options: Any) -> CurriculumEnv:
+    return _wrapped(CurriculumEnv, ExactAccountingEnv, **options)
 
 
 def _gym_env(**options: Any) -> GymCurriculumEnv:
-    curriculum = Curriculum(_curriculum())
-    try:
-        env = GymCurriculumEnv(GymExactAccountingEnv(), curriculum, **options)
-        env.close()
-    finally:
-        curriculum.close()
-    return env
+    return _wrapped(GymCurriculumEnv, GymExactAccountingEnv, **options)
 
 
 def _exact_env(buf: Any = None, seed: int = 0) -> ExactAccountingEnv:
