@@ -509,6 +509,8 @@ class AccountingOracle:
         if self._watched is not None:
             raise ValueError("Expected one curriculum per oracle, but this oracle already watches one")
         self._watched = WatchedCurriculum(curriculum, self)
+        if callable(getattr(curriculum, "stats", None)):
+            self._watched.stats()  # a fresh pool's numbers (nothing recorded, nothing drawn) are checked too
         return self._watched
 
     # ---- the end -----------------------------------------------------------------------------
