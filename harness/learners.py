@@ -258,6 +258,7 @@ def run_learner(
     """
     import torch
     from stable_baselines3 import PPO
+    from stable_baselines3.common.logger import Logger
     from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv
 
     from curriculum import Curriculum
@@ -282,6 +283,8 @@ def run_learner(
                 learning_rate=ppo.learning_rate, gamma=ppo.gamma, gae_lambda=ppo.gae_lambda, ent_coef=ppo.ent_coef,
                 policy_kwargs={"net_arch": list(ppo.net_arch)}, seed=run.seed, device="cpu", verbose=0,
             )
+            # no outputs: SB3's default logger makes a directory in the temp dir per run
+            model.set_logger(Logger(folder=None, output_formats=[]))
             tracker = _ProgressTracker(run, family)
             model.learn(total_timesteps=run.max_steps, callback=tracker.callback())
         finally:

@@ -1,4 +1,4 @@
-"""The learner driver's bookkeeping, without training: run settings, shares, the comparison."""
+"""The learner driver's bookkeeping (run settings, shares, the comparison) and one short run."""
 
 from __future__ import annotations
 
@@ -74,3 +74,17 @@ def test_curriculum_configs_by_name() -> None:
 def test_run_settings_are_checked(kwargs, message) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         LearnerRun(**{"family": "corridor", **kwargs})
+
+
+def test_a_training_run_leaves_nothing_in_the_temp_dir(tmp_path, monkeypatch) -> None:
+    """SB3's default logger makes a directory in the temp dir per model; runs must not."""
+    pytest.importorskip("stable_baselines3", reason="needs the [learners] extra")
+    import tempfile
+
+    from harness.learners import run_learner
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.delenv("SB3_LOGDIR", raising=False)
+    result = run_learner(LearnerRun("corridor", "uniform", max_steps=256, post_mastery_steps=0, eval_every=256))
+    assert len(result.episode_labels) > 0
+    assert sorted(p.name for p in tmp_path.glob("SB3-*")) == []
