@@ -22,7 +22,8 @@ gymnasium's reset discipline instead of auto-reset:
   time-limit truncation is a full episode and is reported.
 - Failures at an episode's end, as for `CurriculumEnv`: if scoring or recording raises, the
   episode is dropped (neither recorded nor counted); if drawing the next task raises, the
-  episode stays recorded and its entries come with the info of the next `reset()`.
+  episode stays recorded, and its last step's info with its entries comes with the info of
+  the next `reset()` (the reset's own keys are added where they do not clash).
 
 Attributes (`action_space`, `observation_space`, `spec`, `render_mode`, `np_random`,
 `unwrapped`, ...) are forwarded by `gymnasium.Wrapper`'s explicit properties.
@@ -81,7 +82,7 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
         self._next_task: Any = None
         self._running = False
         self._return = 0.0
-        self._pending_entries: dict[str, Any] | None = None  # an ended episode's, not returned yet
+        self._pending_info: dict[str, Any] | None = None  # an ended episode's, not returned yet
 
     @property
     def task(self) -> Any:
@@ -105,8 +106,8 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
         self._next_task = None
         self._return = 0.0
         self._running = True
-        if self._pending_entries is not None:
-            info, self._pending_entries = {**info, **self._pending_entries}, None
+        if self._pending_info is not None:
+            info, self._pending_info = {**info, **self._pending_info}, None
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -126,7 +127,8 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
             try:
                 self._next_task, entries = accounting.end_episode(self._task, np.array([self._return]), desync=desync)
             except BaseException:
-                self._pending_entries = accounting.settled_entries  # settled, then the draw failed (else None)
+                settled = accounting.settled_entries  # settled, then the draw failed (else None)
+                self._pending_info = None if settled is None else {**info, **settled}
                 raise
             info = {**info, **entries}
         return obs, reward, terminated, truncated, info

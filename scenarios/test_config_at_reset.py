@@ -130,27 +130,39 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     """`GymCurriculumEnv` over a gymnasium env: each episode runs its own task's config from its
     first step, full episodes and time-limit truncations are recorded once, desync cuts never,
     episodes abandoned by a `reset()` after their first step (gymnasium's way to start over)
-    never, and leave nothing in the next one, and every number it reports matches the oracle's
-    recomputation."""
+    never, and leave nothing in the next one, every number it reports matches the oracle's
+    recomputation, and a draw that fails now and then (one `get_task()` in
+    `LIMITS.fail_every_draw`, at an episode's end or in `reset()`) loses nothing: the ended
+    episode stays recorded and its infos come with the `reset()` that draws again."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0], "end": ["terminal", "truncated", "desync"]},
         label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="GymCurriculumEnv")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
-        task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))))
+        task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
+        fail_every=LIMITS.fail_every_draw, seed=scenario_seed)
     inner = GymExactAccountingEnv(seed=scenario_seed, desync_signal="attribute")
     made = gymnasium.wrappers.OrderEnforcing(gymnasium.wrappers.PassiveEnvChecker(inner))  # as gymnasium.make builds it
     env = GymCurriculumEnv(made, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
     ran, resets = [], []
     for index in range(LIMITS.episodes):
-        resets.append((scenario_seed if index == 0 else None, {"episode": index} if index % 2 else None))
-        obs, info = env.reset(seed=resets[-1][0], options=resets[-1][1])
+        seed, options = scenario_seed if index == 0 else None, {"episode": index} if index % 2 else None
+        while True:  # a failed draw is retried, as a training loop does
+            try:
+                obs, info = env.reset(seed=seed, options=options)
+            except DrawFailed:
+                continue
+            break
+        resets.append((seed, options))
         watcher.observe(info)
         configs = set()
         done = False
         while not done:
             configs.add((float(obs[0]), float(obs[1])))
-            obs, _, terminated, truncated, info = env.step(0)
+            try:
+                obs, _, terminated, truncated, info = env.step(0)
+            except DrawFailed:  # the episode ended and was recorded; the next reset() draws again
+                break
             watcher.observe(info)
             done = terminated or truncated or index % LIMITS.abandon_every == LIMITS.abandon_every - 1
         ran.append(sorted(configs))

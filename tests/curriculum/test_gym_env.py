@@ -144,8 +144,10 @@ class FlakyDrawCurriculum:
 
 
 def test_a_failing_task_draw_keeps_the_ended_episode_for_the_next_reset(make_curriculum: Any) -> None:
+    """The episode stays recorded; its entries and its last step's info (here the episode
+    statistics of gymnasium's `RecordEpisodeStatistics`) come with the next `reset()`."""
     curriculum = FlakyDrawCurriculum(make_curriculum(two_label_config(easy=HARD)))
-    env = GymCurriculumEnv(FixedGymEnv(), curriculum)
+    env = GymCurriculumEnv(gymnasium.wrappers.RecordEpisodeStatistics(FixedGymEnv()), curriculum)
     env.reset()
     for _ in range(3):
         env.step(0)
@@ -156,6 +158,9 @@ def test_a_failing_task_draw_keeps_the_ended_episode_for_the_next_reset(make_cur
     curriculum.failing = False
     _, info = env.reset()
     assert info[stat_key("score")] == 0.5 and info[stat_key("episodes")] == 1
+    assert info["episode"]["l"] == 4 and info["episode"]["r"] == 0.5
+    _, info = env.reset()  # given once
+    assert stat_key("score") not in info and "episode" not in info
 
 
 def test_an_env_that_is_not_a_gymnasium_env_is_refused(make_curriculum: Any) -> None:
