@@ -144,6 +144,29 @@ def make_unlocked_shared_curriculum(config: CurriculumConfig, *, shared_memory: 
     return curriculum
 
 
+class _SnapshotRestoringCurriculum(Curriculum):
+    """Bug: a pickled copy of a shared curriculum writes back the arrays it was pickled with, as
+    a local copy must, so what was recorded between pickling and unpickling is lost."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = super().__getstate__()
+        state["pickled_arrays"] = self.get_state()["arrays"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        arrays = state.pop("pickled_arrays")
+        super().__setstate__(state)
+        checked = self._check_state({**self.get_state(), "arrays": arrays})
+        with self._lock:
+            self._tracker.overwrite(checked["arrays"])
+
+
+def make_snapshot_restoring_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
+                                       lock_timeout: float | None = None) -> Curriculum:
+    """Canary of the spawned-copy check: an unpickled shared curriculum restores its pickle-time arrays."""
+    return _SnapshotRestoringCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
+
+
 class _LockLeakingCurriculum(Curriculum):
     """Bug: the lock is taken before the input is checked and released only on success, so an
     error path leaves it held (as when validation moves inside a locked section with no
@@ -501,7 +524,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
                                ("--gate-curriculum", "harness.faults:make_config_blind_checkpoint_curriculum")),
     "test_shared_tracker_locking": (("--gate-curriculum", "harness.faults:make_unlocked_shared_curriculum"),
                                     ("--gate-curriculum", "harness.faults:make_lock_leaking_curriculum"),
-                                    ("--gate-curriculum", "harness.faults:make_unversioned_shared_curriculum")),
+                                    ("--gate-curriculum", "harness.faults:make_unversioned_shared_curriculum"),
+                                    ("--gate-curriculum", "harness.faults:make_snapshot_restoring_curriculum")),
     "test_desync_truncation": (("--gate-curriculum-env", "harness.faults:DesyncBlindCurriculumEnv"),
                                ("--gate-curriculum-env", "harness.faults:TimeLimitAsDesyncCurriculumEnv")),
     "test_stage_sync": (("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),

@@ -151,6 +151,12 @@ class SharedTrackerLimits:
     """Updates committed before the stuck writer's, per task of its pool."""
     min_history_evictions: int = 4
     """Evictions the evicting history must make (the built-in: 12-41 at seeds 0-9)."""
+    spawned_writers: int = 1
+    """Writer processes started with `spawn` (1.6 s of imports each), each unpickling its own
+    copy of the curriculum while the parent keeps recording."""
+    recorded_around_pickling: int = 100
+    """Completions the parent records before it pickles the curriculum, after (before the copies
+    unpickle it), and while they write."""
     lock_timeout: float = 1.0
     """Seconds a writer waits for a lock held by a live, stuck process before it errors."""
     max_wait_after_kill: float = 5.0

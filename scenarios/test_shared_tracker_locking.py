@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import time
 from collections import Counter
@@ -171,6 +172,80 @@ def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_fac
     finally:
         stop.set()
         children.reap()
+        curriculum.close()
+
+
+def _spawned_writer(blob: bytes, go, index: int, queue) -> None:
+    """A writer that unpickles the curriculum only once `go` is set (as `spawn` and
+    `forkserver` workers, and torch's multiprocessing, receive it)."""
+    go.wait(timeout=60)
+    curriculum = pickle.loads(blob)
+    _writer(curriculum, index, queue)
+
+
+def _record_in_parent(curriculum, episodes: int, name: str) -> tuple[Counter, list]:
+    record = CompletionRecorder(curriculum, stats_interval=episodes).record
+    credited: Counter = Counter()
+    infos = []
+    for episode in range(episodes):
+        task = curriculum.get_task()
+        info = completion_info(task, 0.5, record)
+        info[EPISODE_RECORD_KEY] = EpisodeRecord(name, episode, dict(task.env_cfg), (0.5,), ENDED_TERMINAL, 1)
+        infos.append(info)
+        if not info["curriculum_stats/late_completions"]:
+            credited[task.task_id] += 1
+    return credited, infos
+
+
+def test_a_curriculum_unpickled_in_a_spawned_process_keeps_what_was_recorded_meanwhile(
+        curriculum_factory, require_capability, scenario_seed, oracle) -> None:
+    """A shared curriculum pickled into `spawn`ed processes: the copies attach to the live
+    tracker, so completions the parent recorded after pickling (before the copies unpickle)
+    stay recorded, and every completion of the copies and of the parent meanwhile counts once."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    context = mp.get_context("spawn")
+    queue, go = context.Queue(), context.Event()
+    writers = []
+    try:
+        credited, infos = _record_in_parent(curriculum, LIMITS.recorded_around_pickling, "before pickling")
+        blob = pickle.dumps(curriculum)
+        for index in range(LIMITS.spawned_writers):
+            writers.append(context.Process(target=_spawned_writer, args=(blob, go, index + 1, queue), daemon=True))
+            writers[-1].start()
+        more, more_infos = _record_in_parent(curriculum, LIMITS.recorded_around_pickling, "after pickling")
+        credited.update(more)
+        infos += more_infos
+        go.set()
+        more, more_infos = _record_in_parent(curriculum, LIMITS.recorded_around_pickling, "alongside")
+        credited.update(more)
+        infos += more_infos
+        results = [queue.get(timeout=120) for _ in writers]
+        for process in writers:
+            process.join(timeout=30)
+            assert process.exitcode == 0, f"writer {process.name} exited with {process.exitcode}, seed {scenario_seed}"
+        watcher = oracle(context=f"{LIMITS.spawned_writers} spawned writer processes")
+        watcher.observe(infos)
+        for result in results:
+            credited.update(result["credited"])
+            watcher.observe(result["infos"])
+        expected = 3 * LIMITS.recorded_around_pickling + LIMITS.spawned_writers * LIMITS.updates_per_writer
+        tracker = curriculum.tracker
+        recorded = tracker.total_completions + tracker.late_completions
+        assert recorded == expected, (
+            f"the parent recorded {LIMITS.recorded_around_pickling} episodes before pickling the curriculum, as "
+            f"many after and as many while {LIMITS.spawned_writers} spawned process(es) recorded "
+            f"{LIMITS.updates_per_writer} each: {expected} in all, the tracker holds {recorded}, seed {scenario_seed}")
+        per_slot = {tracker.task_id_at(s): tracker.completions_at(s) for s in range(4)}
+        assert per_slot == dict(credited), (
+            f"per-task completion counts {per_slot} differ from the episodes recorded {dict(credited)}, "
+            f"seed {scenario_seed}")
+        watcher.verify(curriculum)
+    finally:
+        go.set()
+        for process in writers:
+            process.join(timeout=10)
+            if process.is_alive():
+                process.kill()
         curriculum.close()
 
 
