@@ -430,6 +430,26 @@ def make_decline_blind_lp(config: CurriculumConfig) -> Curriculum:
     return _with_algorithm(Curriculum(config), _DeclineBlindLP)
 
 
+class _WarmupBandLP(LearningProgressAlgorithm):
+    """Bug: the noise band is sized by the warm-up's variance (`base_var`, the variance the
+    baseline rests on) instead of the running noise variance."""
+
+    def scores(self) -> np.ndarray:
+        slow = self._slow
+        gap = np.maximum(np.abs(self._fast - slow), self._peak - slow) - self._noise_scale * np.sqrt(self._base_var)
+        lp = np.maximum(gap, 0.0)
+        lp[self._count < self._warmup] = 0.0
+        return lp
+
+    def score_at(self, slot: int) -> float:
+        return float(self.scores()[slot])
+
+
+def make_warmup_band_lp(config: CurriculumConfig) -> Curriculum:
+    """Canary of the learning-progress definition check: the noise band from the warm-up's variance."""
+    return _with_algorithm(Curriculum(config), _WarmupBandLP)
+
+
 class _UniformWhenFlatLP(LearningProgressAlgorithm):
     """Bug: once no task shows learning progress, sampling falls back to uniform over the pool
     (the PPO run where impossible tasks climbed back to 23-40% of samples after mastery)."""
@@ -531,7 +551,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
     "test_stage_sync": (("--gate-curriculum", "harness.faults:make_per_worker_copy_curriculum"),
                         ("--gate-curriculum", "harness.faults:make_stage_comparing_sync_curriculum")),
     "test_config_at_reset": (("--gate-curriculum-env", "harness.faults:LateConfigCurriculumEnv"),),
-    "test_per_label_metrics": (("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),),
+    "test_per_label_metrics": (("--gate-curriculum-env", "harness.faults:RunningTotalCurriculumEnv"),
+                               ("--gate-curriculum", "harness.faults:make_warmup_band_lp")),
     "test_forgetting": (("--gate-curriculum", "harness.faults:make_decline_blind_lp"),),
     "test_after_mastery": (("--gate-curriculum", "harness.faults:make_uniform_when_flat_lp"),
                            ("--gate-curriculum", "harness.faults:make_abandoning_lp")),

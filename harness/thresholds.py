@@ -151,6 +151,8 @@ class SharedTrackerLimits:
     """Updates committed before the stuck writer's, per task of its pool."""
     min_history_evictions: int = 4
     """Evictions the evicting history must make (the built-in: 12-41 at seeds 0-9)."""
+    late_reports_per_writer: int = 5000
+    """Completions each writer reports for tasks that already left the pool (all late), at once."""
     spawned_writers: int = 1
     """Writer processes started with `spawn` (1.6 s of imports each), each unpickling its own
     copy of the curriculum while the parent keeps recording."""
@@ -364,6 +366,12 @@ class EnvWrapperLimits:
     """Episodes of the churning run whose tasks are checked against their generator."""
     min_churn_evictions: int = 8
     """Evictions the churning run needs for its check to mean something (17 the fewest over seeds 0-19)."""
+    lp_episodes: int = 3000
+    """Episodes of the run whose per-task learning progress is held to its definition."""
+    lp_check_every: int = 20
+    """Episodes between two comparisons of every task's learning progress with the reference."""
+    lp_forget_at: float = 0.5
+    """Share of those episodes after which the learned tasks are forgotten (lost ground counts)."""
 
 
 ENV_WRAPPER = EnvWrapperLimits()

@@ -9,6 +9,11 @@ The oracle's Gini and entropy references are checked against the library's on di
 runs rarely produce: labels or tasks with no samples (zeros), point masses, ties, tiny and huge
 scales. A dashboard reading "evenly spread" for a pool where most tasks get nothing is the
 failure this prevents.
+
+The per-task learning progress those per-label scores average is held, for the built-in
+learning progress, to its documented definition recomputed from each task's scores
+(`harness.lp_reference`): an EMA at the wrong rate, a baseline not capped or a noise band off by
+a little changes no share a statistical check could see, and every number on the dashboard.
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ import math
 from collections import Counter, defaultdict
 
 import numpy as np
+import pytest
 
-from curriculum import CurriculumConfig, LearningProgressConfig, gini_coefficient, normalized_entropy
+from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, LearningProgressConfig, gini_coefficient,
+                        normalized_entropy)
 from curriculum.stats import accumulate_rollout_stats, process_training_stats
 from harness.envs import TaskDependencyEnv
+from harness.lp_reference import reference_learning_progress
 from harness.oracle import reference_entropy, reference_gini
 from harness.task_spaces import chain_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
@@ -111,3 +119,76 @@ def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenari
             assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12), (
                 f"{name} of {len(values)} entries ({values.count(0.0)} zero): {got!r}, by its definition "
                 f"{expected!r}; input {values}, seed {scenario_seed}")
+
+
+#: The documented defaults, and settings that each differ from them (a constant in place of a
+#: setting shows under the second).
+_LP_SETTINGS = {
+    "defaults": LearningProgressConfig(),
+    "settings": LearningProgressConfig(ema_timescale=0.2, slow_timescale_factor=0.3, min_samples_for_lp=3,
+                                       noise_z=1.5, max_baseline=0.6, mastered_gain=0.3),
+}
+
+
+@pytest.mark.parametrize("settings", sorted(_LP_SETTINGS))
+def test_every_tasks_learning_progress_follows_its_definition(curriculum_factory, require_capability, scenario_seed,
+                                                              settings) -> None:
+    """Every task's learning progress (`task_scores()`, what `per_label_lp_scores` averages)
+    equals the documented definition computed from the scores it received
+    (`harness.lp_reference`), at every check of a run with learnable, impossible and noisy
+    tasks, evictions, and learned tasks forgotten halfway. Tasks whose configuration was seen
+    before (they inherit remembered statistics) are left out."""
+    config = _LP_SETTINGS[settings]
+    generator = BucketedTaskGenerator({}, {"kind": ["learnable", "impossible", "noisy"], "rate": [0.01, 0.03, 0.1],
+                                           "variant": list(range(10_000))},
+                                      value_labels={"kind": {k: k for k in ("learnable", "impossible", "noisy")}},
+                                      seed=scenario_seed)
+    curriculum = curriculum_factory(CurriculumConfig(task_generator=generator, algorithm=config, num_active_tasks=16,
+                                                     seed=scenario_seed, refresh_interval=5))
+    if not isinstance(curriculum, Curriculum) and callable(getattr(curriculum, "close", None)):
+        curriculum.close()
+    require_capability(isinstance(curriculum, Curriculum),
+                       "the reference is the definition of the built-in learning progress (a Curriculum with a "
+                       "LearningProgressConfig), not this curriculum's")
+    rng = np.random.default_rng(scenario_seed)
+    received: dict[int, list[float]] = defaultdict(list)
+    practice: Counter = Counter()
+    configs: dict[tuple, int] = {}  # configuration -> the first task id that had it
+    tracker = curriculum.tracker
+    checked = 0
+    try:
+        for episode in range(1, LIMITS.lp_episodes + 1):
+            task = curriculum.get_task()
+            cfg = task.env_cfg
+            configs.setdefault(tuple(sorted(cfg.items())), task.task_id)
+            if episode == int(LIMITS.lp_episodes * LIMITS.lp_forget_at):
+                practice.clear()  # the student forgets everything it learned
+            if cfg["kind"] == "learnable":
+                practice[task.task_id] += 1
+                level = min(1.0, practice[task.task_id] * cfg["rate"])
+                score = float(np.clip(level + rng.normal(0.0, 0.1), 0.0, 1.0))
+            else:
+                score = 0.0 if cfg["kind"] == "impossible" else float(rng.random())
+            curriculum.update_task_performance(task.task_id, score)
+            received[task.task_id].append(score)
+            if episode % LIMITS.lp_check_every:
+                continue
+            lp = curriculum.task_scores()
+            for slot, task_id in enumerate(tracker.task_ids.tolist()):
+                pool_task = curriculum.active_tasks()[slot]
+                if configs.get(tuple(sorted(pool_task.env_cfg.items()))) not in (None, task_id):
+                    continue  # a configuration seen before: it starts from remembered statistics
+                scores = received.get(task_id, [])
+                assert tracker.completions_at(slot) == len(scores), (
+                    f"[{settings}] task {task_id} (slot {slot}) has {tracker.completions_at(slot)} completions, it "
+                    f"received {len(scores)} scores, episode {episode}, seed {scenario_seed}")
+                expected = reference_learning_progress(scores, config)
+                assert math.isclose(lp[slot], expected, rel_tol=1e-7, abs_tol=1e-9), (
+                    f"[{settings}] task {task_id} ({pool_task.label}, slot {slot}) has learning progress "
+                    f"{float(lp[slot])!r}, by its definition {expected!r} after {len(scores)} scores (last "
+                    f"{[round(s, 3) for s in scores[-5:]]}), episode {episode}, seed {scenario_seed}")
+                checked += expected > 0.0
+    finally:
+        curriculum.close()
+    assert checked >= LIMITS.lp_episodes // LIMITS.lp_check_every, (
+        f"[{settings}] only {checked} comparisons had learning progress to compare, seed {scenario_seed}")

@@ -175,6 +175,54 @@ def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_fac
         curriculum.close()
 
 
+def _late_reporter(curriculum, stale: list[int], barrier, queue) -> None:
+    """Reports completions of tasks that left the pool, as workers that ran them do."""
+    barrier.wait(timeout=60)
+    answers = Counter(curriculum.update_task_performance(task_id, 0.5) for task_id in
+                      stale * (LIMITS.late_reports_per_writer // len(stale) + 1))
+    queue.put(dict(answers))
+
+
+def test_late_completions_from_every_process_are_counted_exactly(curriculum_factory, require_capability,
+                                                                  scenario_seed) -> None:
+    """Completions of tasks that already left the pool (evicted while workers ran them) are
+    refused as late and counted, exactly, however many processes report them at once."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
+                                    evicting=True)
+    children = _Children()
+    queue, barrier = CTX.Queue(), CTX.Barrier(LIMITS.writers)
+    try:
+        tracker = curriculum.tracker
+        first = [tracker.task_id_at(s) for s in range(tracker.capacity)]
+        rng = np.random.default_rng(scenario_seed)
+        for score in rng.random(LIMITS.journal_history * LIMITS.journal_pool).tolist():
+            task = curriculum.get_task()
+            curriculum.update_task_performance(task.task_id, score if task.label == "learnable" else 0.0)
+        now = {tracker.task_id_at(s) for s in range(tracker.capacity)}
+        stale = [task_id for task_id in first if task_id not in now]
+        assert stale, f"no task of the first pool left it in {LIMITS.journal_history * LIMITS.journal_pool} " \
+                      f"completions, seed {scenario_seed}"
+        before = tracker.late_completions, tracker.total_completions
+        writers = [children.start(_late_reporter, curriculum, stale, barrier, queue) for _ in range(LIMITS.writers)]
+        answers: Counter = Counter()
+        for _ in writers:
+            answers.update(queue.get(timeout=120))
+        for process in writers:
+            process.join(timeout=30)
+            assert process.exitcode == 0, f"writer {process.name} exited with {process.exitcode}, seed {scenario_seed}"
+        reported = sum(answers.values())
+        assert answers[False] == reported, (
+            f"of {reported} completions of tasks {stale} that had left the pool, {reported - answers[False]} were "
+            f"not refused as late, seed {scenario_seed}")
+        counted = tracker.late_completions - before[0]
+        assert (counted, tracker.total_completions) == (reported, before[1]), (
+            f"{LIMITS.writers} processes reported {reported} late completions at once: the tracker counted {counted} "
+            f"late, and its completions went from {before[1]} to {tracker.total_completions}, seed {scenario_seed}")
+    finally:
+        children.reap()
+        curriculum.close()
+
+
 def _spawned_writer(blob: bytes, go, index: int, queue) -> None:
     """A writer that unpickles the curriculum only once `go` is set (as `spawn` and
     `forkserver` workers, and torch's multiprocessing, receive it)."""
