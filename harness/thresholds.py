@@ -356,6 +356,9 @@ class EnvWrapperLimits:
     fail_every_draw: int = 5
     """One `get_task()` call in this many fails there, at random (before drawing anything, as a
     lock timeout does): the draw is retried by `reset()`."""
+    fail_every_record: int = 6
+    """One completion in this many fails to record there, at random (before recording anything):
+    the episode is dropped, neither recorded nor counted."""
     num_envs: int = 4
     vec_steps: int = 600
     epoch_steps: int = 150

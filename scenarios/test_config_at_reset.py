@@ -34,17 +34,32 @@ class DrawFailed(RuntimeError):
     """A task draw that failed (as a lock timeout does), before anything was drawn."""
 
 
+class RecordFailed(RuntimeError):
+    """A completion that failed to record (as a lock timeout does), before anything was recorded."""
+
+
 class _HandedOut:
     """Records every task the curriculum hands out, in order; with `fail_every`, one
     `get_task()` in that many (drawn at random from `seed`: a fixed period can fall on the
-    retries alone) raises `DrawFailed` instead, drawing nothing."""
+    retries alone) raises `DrawFailed` instead, drawing nothing; with `fail_records_every`, one
+    `update_task_performance()` in that many raises `RecordFailed`, recording nothing."""
 
-    def __init__(self, curriculum, fail_every: int | None = None, seed: int = 0) -> None:
+    def __init__(self, curriculum, fail_every: int | None = None, seed: int = 0, *,
+                 fail_records_every: int | None = None) -> None:
         self.curriculum = curriculum
         self.tasks = []
         self.fail_every = fail_every
         self.failures = random.Random(seed)
+        self.fail_records_every = fail_records_every
+        self.record_failures = random.Random(f"{seed}-records")
         self.calls = 0
+        self.failed_records = 0
+
+    def update_task_performance(self, task_id, score):
+        if self.fail_records_every and self.record_failures.random() * self.fail_records_every < 1.0:
+            self.failed_records += 1
+            raise RecordFailed(f"the completion of task {task_id} failed to record")
+        return self.curriculum.update_task_performance(task_id, score)
 
     def __getattr__(self, name):  # test double: everything else goes to the curriculum
         return getattr(self.curriculum, name)
@@ -69,14 +84,16 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
     `reset()`; the retry starts the task drawn for the failed start, no other is drawn; the
     ended episode's infos come with the retry), when the curriculum's draw fails now and then
     (one `get_task()` in `LIMITS.fail_every_draw`; the ended episode stays recorded, and its
-    infos come with the `reset()` that draws again), and when an episode is abandoned by
-    `reset()` after its first step (every `LIMITS.abandon_every`-th)."""
+    infos come with the `reset()` that draws again), when recording an episode fails now and
+    then (one in `LIMITS.fail_every_record`: the episode is dropped, neither recorded nor
+    counted by the wrapper), and when an episode is abandoned by `reset()` after its first
+    step (every `LIMITS.abandon_every`-th)."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]}, label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="single env")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
-        fail_every=LIMITS.fail_every_draw, seed=scenario_seed)
+        fail_every=LIMITS.fail_every_draw, seed=scenario_seed, fail_records_every=LIMITS.fail_every_record)
     env = curriculum_env_class(ExactAccountingEnv(fail_every_reset=LIMITS.fail_every_reset), curriculum,
                                seed=scenario_seed, score_fn=_score)
 
@@ -120,7 +137,21 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
             f"episode {index} lasted {length} steps, its task's episode_length is {expected[0]:.0f}, seed {scenario_seed}"
         )
     watcher.verify()
+    _assert_wrapper_counts_what_was_recorded(env, curriculum, scenario_seed)
     golden({"episodes": len(episodes), "first_configs": [e[0] for e in episodes[:8]]})
+
+
+def _assert_wrapper_counts_what_was_recorded(env, curriculum, seed: int) -> None:
+    """The wrapper's own completion count (where it keeps one) is what the curriculum recorded:
+    an episode whose record failed is not counted."""
+    completions = getattr(env, "completions", None)
+    if completions is None:
+        return  # a plug-in wrapper that keeps no count
+    stats = curriculum.stats()
+    recorded = stats["total_completions"] + stats["late_completions"]
+    assert completions == recorded, (
+        f"{type(env).__name__} counts {completions} completions, the curriculum recorded {recorded} "
+        f"({curriculum.failed_records} records failed), seed {seed}")
 
 
 # the env returns one info dict at every step on purpose (gymnasium's checker warns about it):
@@ -133,14 +164,15 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     never, and leave nothing in the next one, every number it reports matches the oracle's
     recomputation, and a draw that fails now and then (one `get_task()` in
     `LIMITS.fail_every_draw`, at an episode's end or in `reset()`) loses nothing: the ended
-    episode stays recorded and its infos come with the `reset()` that draws again."""
+    episode stays recorded and its infos come with the `reset()` that draws again; an episode
+    whose record fails (one in `LIMITS.fail_every_record`) is dropped, and not counted."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0], "end": ["terminal", "truncated", "desync"]},
         label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="GymCurriculumEnv")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
-        fail_every=LIMITS.fail_every_draw, seed=scenario_seed)
+        fail_every=LIMITS.fail_every_draw, seed=scenario_seed, fail_records_every=LIMITS.fail_every_record)
     inner = GymExactAccountingEnv(seed=scenario_seed, desync_signal="attribute")
     made = gymnasium.wrappers.OrderEnforcing(gymnasium.wrappers.PassiveEnvChecker(inner))  # as gymnasium.make builds it
     env = GymCurriculumEnv(made, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
@@ -163,6 +195,8 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
                 obs, _, terminated, truncated, info = env.step(0)
             except DrawFailed:  # the episode ended and was recorded; the next reset() draws again
                 break
+            except RecordFailed:  # the episode ended and was dropped; the next reset() draws
+                break
             watcher.observe(info)
             done = terminated or truncated or index % LIMITS.abandon_every == LIMITS.abandon_every - 1
         ran.append(sorted(configs))
@@ -178,6 +212,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
         f"GymCurriculumEnv: {len(resets)} reset() calls, the env was reset {len(inner.resets)} times, "
         f"seed {scenario_seed}")
     watcher.verify()
+    _assert_wrapper_counts_what_was_recorded(env, curriculum, scenario_seed)
 
 
 def test_every_task_is_the_one_its_id_names(curriculum_factory, require_capability, scenario_seed, oracle) -> None:
