@@ -44,7 +44,7 @@ from curriculum import (
     make_curriculum_vecenv,
 )
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL
-from curriculum.vector import MAX_NUM_ENVS
+from curriculum.vector import MAX_NUM_ENVS, default_num_workers
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 
 NAN, INF = math.nan, math.inf
@@ -250,3 +250,27 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
             pytest.fail(f"{what}: {value!r} raised {type(error).__name__} ({error}), expected CurriculumConfigError "
                         f"naming `{name}`")
         pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
+
+
+def _documented_num_workers(num_envs: int, batch_size: int | None, cores: int) -> int | None:
+    """`default_num_workers` as its docstring states it: the most workers that fit `cores`,
+    divide `num_envs` and, with a batch size, make every batch a whole number of workers."""
+    best = None
+    for workers in range(1, num_envs + 1):
+        envs_per_worker = num_envs // workers
+        whole_batches = batch_size is None or batch_size % envs_per_worker == 0
+        if workers <= cores and num_envs % workers == 0 and whole_batches:
+            best = workers
+    return best
+
+
+def test_the_default_worker_count_is_the_documented_one() -> None:
+    """The worker count a Multiprocessing vector gets when none is given: on a machine with
+    more cores than this one, a count off its definition runs every env in one process."""
+    wrong = [(num_envs, batch_size, cores, got, expected)
+             for num_envs in range(1, 25) for batch_size in (None, *range(1, num_envs + 1)) for cores in range(1, 17)
+             if (got := default_num_workers(num_envs, batch_size=batch_size, cores=cores))
+             != (expected := _documented_num_workers(num_envs, batch_size, cores))]
+    assert not wrong, (
+        f"default_num_workers(num_envs, batch_size=, cores=) differs from its definition in {len(wrong)} cases, "
+        f"first (num_envs, batch_size, cores, got, expected): {wrong[:5]}")

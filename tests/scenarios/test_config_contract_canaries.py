@@ -79,3 +79,16 @@ def test_the_contract_fails_on_an_option_checked_on_one_path_only() -> None:
     with pytest.raises(pytest.fail.Exception, match="outside the documented domain but was accepted"):
         suite.test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(
             what, _lock_timeout_checked_when_shared, attribute, accepted, refused)
+
+
+def _one_worker_per_batch(num_envs: int, *, batch_size: int | None = None, cores: int | None = None) -> int | None:
+    """Bug: the whole-batch test's operands swapped (envs per worker a multiple of the batch)."""
+    batch = num_envs if batch_size is None else batch_size
+    fitting = [d for d in range(1, min(cores or 1, num_envs) + 1) if num_envs % d == 0 and (num_envs // d) % batch == 0]
+    return max(fitting) if fitting else None
+
+
+def test_the_default_worker_count_check_fails_off_its_definition(monkeypatch) -> None:
+    monkeypatch.setattr(suite, "default_num_workers", _one_worker_per_batch)
+    with pytest.raises(AssertionError, match=r"differs from its definition in \d+ cases"):
+        suite.test_the_default_worker_count_is_the_documented_one()
