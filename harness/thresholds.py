@@ -369,6 +369,10 @@ class EnvWrapperLimits:
     """Episodes of the churning run whose tasks are checked against their generator."""
     min_churn_evictions: int = 8
     """Evictions the churning run needs for its check to mean something (17 the fewest over seeds 0-19)."""
+    renumbered_vec_steps: int = 300
+    """Vec steps of each run of the task-id scheme relation."""
+    renumbered_stats_interval: int = 3
+    """Completions between two pool reports there (a report rebuilds the wrapper's per-task LP)."""
     lp_episodes: int = 3000
     """Episodes of the run whose per-task learning progress is held to its definition."""
     lp_check_every: int = 20

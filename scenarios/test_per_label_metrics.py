@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict
+from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -192,3 +194,81 @@ def test_every_tasks_learning_progress_follows_its_definition(curriculum_factory
         curriculum.close()
     assert checked >= LIMITS.lp_episodes // LIMITS.lp_check_every, (
         f"[{settings}] only {checked} comparisons had learning progress to compare, seed {scenario_seed}")
+
+
+_ID_OFFSET, _ID_STRIDE = 1_000_003, 7
+
+
+class _RenumberedTasks:
+    """The curriculum under test seen through another task id scheme (a plug-in's own ids:
+    neither slot positions nor the built-in's), and without its tracker."""
+
+    def __init__(self, curriculum: Any) -> None:
+        self._inner = curriculum
+
+    def __getattr__(self, name: str) -> Any:  # test double: everything without ids goes to the curriculum
+        if name == "tracker":
+            raise AttributeError(name)
+        if name == "active_tasks":  # where the curriculum has it
+            active_tasks = self._inner.active_tasks
+            return lambda: [self._task(task) for task in active_tasks()]
+        return getattr(self._inner, name)
+
+    @staticmethod
+    def _task(task: Any) -> SimpleNamespace:
+        return SimpleNamespace(task_id=_ID_OFFSET + _ID_STRIDE * task.task_id, env_cfg=task.env_cfg, label=task.label)
+
+    def get_task(self) -> SimpleNamespace:
+        return self._task(self._inner.get_task())
+
+    def update_task_performance(self, task_id: int, score: float) -> Any:
+        return self._inner.update_task_performance((task_id - _ID_OFFSET) // _ID_STRIDE, score)
+
+
+def _reported(curriculum_factory, curriculum_env_class, seed: int, renumbered: bool) -> list[dict[str, Any]]:
+    """The curriculum entries of every info dict of a Serial run (task ids in the curriculum's own scheme)."""
+    import pufferlib.vector
+
+    space = chain_task_space(num_tasks=NUM_TASKS, seed=seed)
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=space.generator, algorithm=LearningProgressConfig(), num_active_tasks=16, seed=seed))
+    seen = _RenumberedTasks(curriculum) if renumbered else curriculum
+
+    def make_env(buf=None, seed=0):
+        return curriculum_env_class(TaskDependencyEnv(num_tasks=NUM_TASKS, buf=buf, seed=seed), seen, seed=seed,
+                                    buf=buf, stats_interval=LIMITS.renumbered_stats_interval)
+
+    vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=LIMITS.num_envs)
+    reported = []
+    try:
+        vecenv.reset(seed=seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        for _ in range(LIMITS.renumbered_vec_steps):
+            infos = vecenv.step(actions)[4]
+            for info in infos:
+                entries = {k: v for k, v in info.items() if k.startswith("curriculum_stats/")}
+                if renumbered and "curriculum_stats/task_id" in entries:
+                    entries["curriculum_stats/task_id"] = (entries["curriculum_stats/task_id"] - _ID_OFFSET) // _ID_STRIDE
+                reported.append(entries)
+    finally:
+        vecenv.close()
+        close = getattr(curriculum, "close", None)
+        if callable(close):
+            close()
+    return reported
+
+
+def test_the_task_id_scheme_changes_no_reported_number(curriculum_factory, curriculum_env_class,
+                                                       scenario_seed) -> None:
+    """The same run through the env wrapper, with the curriculum's task ids renumbered (as a
+    plug-in with ids of its own hands them out) and no tracker to read them from, reports the
+    same numbers episode for episode: per-task learning progress looked up by position, or
+    kept from an earlier pool report, shows as per-label LP that drifts from the run's."""
+    reference = _reported(curriculum_factory, curriculum_env_class, scenario_seed, renumbered=False)
+    renumbered = _reported(curriculum_factory, curriculum_env_class, scenario_seed, renumbered=True)
+    differing = next((i for i, (a, b) in enumerate(zip(reference, renumbered)) if a != b), None)
+    assert differing is None and len(reference) == len(renumbered), (
+        f"info {differing} of the run differs once the task ids are renumbered: "
+        f"{ {k: (v, renumbered[differing].get(k)) for k, v in reference[differing].items() if renumbered[differing].get(k) != v} }"
+        f" (reference, renumbered), seed {scenario_seed}" if differing is not None else
+        f"{len(reference)} info dicts in the run, {len(renumbered)} once the task ids are renumbered, seed {scenario_seed}")
