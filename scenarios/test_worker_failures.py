@@ -10,7 +10,7 @@ pufferlib Multiprocessing, four envs on two worker processes sharing one curricu
 four stepped in asynchronous batches of two (a batch is a block of two workers, one of which
 may have answered while the other is dead): after some steps one worker is killed (SIGKILL)
 or frozen (SIGSTOP, with `worker_timeout`). The
-next steps must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
+next steps (or, after a kill, a `reset()` and the steps after it) must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
 seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
 every worker must be stopped, the next `step()` refused at once, and the curriculum must
 still hold every completion the main process saw reported.
@@ -44,13 +44,16 @@ def _config(seed: int) -> CurriculumConfig:
                             algorithm=UniformConfig(), num_active_tasks=4, seed=seed)
 
 
-def _steps_until_error(vecenv, steps: int, seen: list[int]) -> dict[str, object]:
-    """Step up to `steps` times in a thread; what it raised (or that it hung) and when."""
+def _steps_until_error(vecenv, steps: int, seen: list[int], *, reset_first: bool = False) -> dict[str, object]:
+    """Step up to `steps` times in a thread (after a `reset()`, with `reset_first`); what it
+    raised (or that it hung) and when."""
     outcome: dict[str, object] = {}
     actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
 
     def run() -> None:
         try:
+            if reset_first:
+                vecenv.reset()
             for _ in range(steps):
                 infos = vecenv.step(actions)[4]
                 seen[0] += sum(1 for info in infos if isinstance(info, dict) and "curriculum_stats/completions" in info)
@@ -73,10 +76,15 @@ LAYOUTS = {
 }
 
 
+#: what the trainer calls next: a step, or (killed workers only: a frozen one is the same wait)
+#: a reset, which must not wait for the steps still running on a dead worker either
+FAULTS = [("killed", "step"), ("stopped", "step"), ("killed", "reset")]
+
+
 @pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize("fault", ["killed", "stopped"])
+@pytest.mark.parametrize(("fault", "then"), FAULTS, ids=["-".join(f) for f in FAULTS])
 def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, require_capability, scenario_seed,
-                                                          fault, layout) -> None:
+                                                          fault, then, layout) -> None:
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
@@ -94,13 +102,13 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"the vecenv failed before any fault: {before}, seed {scenario_seed}")
         os.kill(processes[victim].pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
         struck = time.monotonic()
-        after = _steps_until_error(vecenv, LIMITS.steps_after, seen)
+        after = _steps_until_error(vecenv, LIMITS.steps_after, seen, reset_first=then == "reset")
         assert not after.get("hung"), (
-            f"worker {victim} {fault}: the vecenv was still waiting {LIMITS.deadline} s later instead of raising "
-            f"WorkerProcessError, seed {scenario_seed}")
+            f"worker {victim} {fault}, then {then}(): the vecenv was still waiting {LIMITS.deadline} s later instead "
+            f"of raising WorkerProcessError, seed {scenario_seed}")
         error = after.get("error")
         assert isinstance(error, WorkerProcessError) and f"worker {victim}" in str(error), (
-            f"worker {victim} {fault}: expected WorkerProcessError naming worker {victim} within "
+            f"worker {victim} {fault}, then {then}(): expected WorkerProcessError naming worker {victim} within "
             f"{LIMITS.steps_after} steps, got {error!r}, seed {scenario_seed}")
         waited = after["at"] - struck
         assert waited <= LIMITS.deadline, f"the error came {waited:.1f} s after the fault, seed {scenario_seed}"
