@@ -23,21 +23,23 @@ def _factory(config: Any, *, shared_memory: bool = False) -> Curriculum:
     return Curriculum(config, shared_memory=shared_memory)
 
 
-def _run(fault: str, layout: str = "sync") -> None:
-    suite.test_a_dead_or_frozen_worker_is_named_never_waited_on(_factory, lambda ok, why: None, 0, fault, layout)
+def _run(fault: str, then: str = "step", layout: str = "sync") -> None:
+    suite.test_a_dead_or_frozen_worker_is_named_never_waited_on(_factory, lambda ok, why: None, 0, fault, then,
+                                                                 layout)
 
 
 @pytest.mark.parametrize("layout", list(suite.LAYOUTS))
-@pytest.mark.parametrize("fault", ["killed", "stopped"])
-def test_the_suite_passes_the_built_in_vector(fault: str, layout: str) -> None:
-    _run(fault, layout)
+@pytest.mark.parametrize(("fault", "then"), suite.FAULTS)
+def test_the_suite_passes_the_built_in_vector(fault: str, then: str, layout: str) -> None:
+    _run(fault, then, layout)
 
 
-@pytest.mark.parametrize(("fault", "blind", "expected"), [
-    ("killed", "_check_workers_alive", "still waiting"),
-    ("stopped", "_fail_stuck", "still waiting"),
+@pytest.mark.parametrize(("fault", "then", "blind", "expected"), [
+    ("killed", "step", "_check_workers_alive", "still waiting"),
+    ("stopped", "step", "_fail_stuck", "still waiting"),
+    ("killed", "reset", "_check_workers_alive", "then reset\\(\\): the vecenv was still waiting"),
 ])
-def test_the_suite_fails_on_a_vector_blind_to_failures(fault: str, blind: str, expected: str,
+def test_the_suite_fails_on_a_vector_blind_to_failures(fault: str, then: str, blind: str, expected: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """With the check disabled the steps hang; the suite reports it at its deadline. The check
     comes back afterwards, so the abandoned step thread ends instead of spinning on."""
@@ -53,6 +55,6 @@ def test_the_suite_fails_on_a_vector_blind_to_failures(fault: str, blind: str, e
     monkeypatch.setattr(suite, "LIMITS", dataclasses.replace(suite.LIMITS, deadline=3.0))
     try:
         with pytest.raises(AssertionError, match=expected):
-            _run(fault)
+            _run(fault, then)
     finally:
         blinded.clear()
