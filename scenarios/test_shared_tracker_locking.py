@@ -369,27 +369,37 @@ UNCOMMITTED_TASK_ID = 10**9
 """The id a stuck writer puts into a slot without committing (no curriculum's pool reaches it)."""
 
 
-def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float) -> None:
+def _other_rows(capacity: int, slot: int, rows: str) -> list[int]:
+    return list(range(capacity)) if rows == "all" else [(slot + 1) % capacity]
+
+
+def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go=None) -> None:
     """A writer stuck inside an update: it wrote slot `slot` twice, then the next slot ("few"
     rows) or every slot of the pool ("all": more rows than one update usually touches), put a
-    new task into the slot after the next, and never committed."""
+    new task into the slot after the next, and never committed (with `go`: committed once
+    `go` was set)."""
     tracker = curriculum.tracker
     tracker.lock.acquire()
     tracker.record(slot, 1.0)
     tracker.record(slot, 0.0)
-    for other in range(tracker.capacity) if rows == "all" else [(slot + 1) % tracker.capacity]:
+    for other in _other_rows(tracker.capacity, slot, rows):
         tracker.record(other, 1.0)
     tracker.assign((slot + 2) % tracker.capacity, UNCOMMITTED_TASK_ID, evicted=True)  # a task put in, never committed
     ready.set()
+    if go is not None and go.wait(seconds):
+        tracker.lock.release()
+        return
     time.sleep(seconds)
 
 
+@pytest.mark.parametrize("end", ["killed", "commits"])
 @pytest.mark.parametrize("rows", ["few", "all"])
 @pytest.mark.parametrize("history", ["uniform", "evicting"])
 def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory, require_capability,
-                                                              scenario_seed, history, rows) -> None:
-    """Lock-free readers see a stuck writer's open update as not yet made, and a writer killed
-    mid-update leaves every statistic exactly as it was committed before. The update writes one
+                                                              scenario_seed, history, rows, end) -> None:
+    """Lock-free readers see a stuck writer's open update as not yet made; a writer killed
+    mid-update leaves every statistic exactly as it was committed before, and one that commits
+    after those reads commits all of its update (reading must not write). The update writes one
     row twice, then one more row ("few": each row journaled on its own) or every row of a
     `LIMITS.journal_pool`-task pool ("all": the rows journaled at once). `evicting`: the updates
     committed before it evicted tasks many times, each writing the memory of evicted
@@ -418,8 +428,9 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         committed, committed_total = tracker.snapshot(), tracker.total_completions
         committed_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
 
-        ready = CTX.Event()
-        holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0), daemon=True)
+        ready, go = CTX.Event(), CTX.Event()
+        holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0,
+                                                            go if end == "commits" else None), daemon=True)
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
@@ -438,6 +449,24 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                 f"{_differences(seen[name], values)}, seed {scenario_seed}"
             )
 
+        if end == "commits":
+            go.set()
+            holder.join(timeout=10)
+            others = _other_rows(tracker.capacity, slot, rows)
+            expected = committed["completions"].copy()
+            expected[slot] += 2
+            expected[others] += 1
+            expected[(slot + 2) % tracker.capacity] = 0
+            expected_ids = list(committed_ids)
+            expected_ids[(slot + 2) % tracker.capacity] = UNCOMMITTED_TASK_ID
+            now = tracker.snapshot()
+            assert (now["completions"].tolist(), now["task_ids"].tolist(), tracker.total_completions) == (
+                expected.tolist(), expected_ids, committed_total + 2 + len(others)), (
+                f"a writer committed its update after lock-free reads: per-slot completions "
+                f"{now['completions'].tolist()}, task ids {now['task_ids'].tolist()}, {tracker.total_completions} "
+                f"completions in all; its update makes them {expected.tolist()}, {expected_ids} and "
+                f"{committed_total + 2 + len(others)}, seed {scenario_seed}")
+            return
         os.kill(holder.pid, signal.SIGKILL)
         holder.join(timeout=10)
         with tracker.lock:  # the next lock holder rolls the dead writer's update back
