@@ -557,6 +557,41 @@ def test_bad_input_from_any_process_leaves_the_lock_free(curriculum_factory, req
         curriculum.close()
 
 
+def _held_here(paths: set[str]) -> list[str]:
+    """Descriptors and memory mappings of this process on any of `paths` (unlinked ones too)."""
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
+        except OSError:  # the descriptor listdir itself used, closed since
+            continue
+        if target in paths:
+            held.append(f"fd {fd} -> {target}")
+    with open("/proc/self/maps") as maps:
+        held += [f"mapping {line.split()[-1]}" for line in maps
+                 if line.split()[-1:] and line.split()[-1] in paths]
+    return held
+
+
+def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, require_capability,
+                                                         scenario_seed) -> None:
+    """`close()` lets go of everything the shared tracker opened: no descriptor and no mapping
+    of its files is left in the process (an unlinked segment still held keeps its memory
+    allocated until the process exits: a trainer that makes one per run fills /dev/shm)."""
+    before = set(os.listdir(SEGMENT_DIR))
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    try:
+        paths = {os.path.join(SEGMENT_DIR, name) for name in set(os.listdir(SEGMENT_DIR)) - before}
+        for _ in range(10):
+            curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
+        require_capability(bool(paths) and bool(_held_here(paths)),
+                           f"this curriculum's shared memory is not a file under {SEGMENT_DIR} held by the process")
+    finally:
+        curriculum.close()
+    held = _held_here(paths)
+    assert not held, f"after close() the process still holds {held}, seed {scenario_seed}"
+
+
 def _create_and_vanish(config: CurriculumConfig, conn) -> None:
     """Create a shared curriculum, wait for the word, and die without closing it (a crashed
     creator). Creating a tracker removes orphans, so every creator is made before any dies."""
