@@ -21,6 +21,8 @@ from __future__ import annotations
 import inspect
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -129,3 +131,67 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
                 os.kill(process.pid, signal.SIGKILL)
         vecenv.close()
         getattr(curriculum, "close", lambda: None)()
+
+
+#: A trainer that makes a shared-curriculum vector, steps it, prints its worker pids, and then
+#: either waits to be killed or returns without `close()` (the interpreter exits).
+_TRAINER = """
+import sys, time
+import numpy as np
+from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig
+from curriculum.vector import make_curriculum_vecenv
+from harness.envs import ExactAccountingEnv
+
+config = CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25}),
+                          algorithm=UniformConfig(), num_active_tasks=4, seed=0)
+curriculum = Curriculum(config, shared_memory=True)
+vecenv = make_curriculum_vecenv(lambda buf=None, seed=0: ExactAccountingEnv(buf=buf, seed=seed), curriculum,
+                                backend="Multiprocessing", tracking="shared", num_envs=4, num_workers=2, overwork=True)
+vecenv.reset(seed=0)
+for _ in range(10):
+    vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+print(*[p.pid for p in vecenv.vecenv.processes], flush=True)
+if sys.argv[1] == "killed":
+    time.sleep(60)
+"""
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (a worker orphaned in a container may never be reaped)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+@pytest.mark.parametrize("end", ["killed", "exits without close"])
+def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability, end) -> None:
+    """A trainer SIGKILLed mid-run (the OOM killer) or one that returns without `close()`: its
+    interpreter exits within `LIMITS.deadline` and no worker process is left running (orphans
+    would hold their cores, and the shared memory, until the machine restarts)."""
+    require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
+    trainer = subprocess.Popen([sys.executable, "-c", _TRAINER, end.split()[0]], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    workers: list[int] = []
+    try:
+        workers = [int(pid) for pid in trainer.stdout.readline().split()]
+        assert len(workers) == 2, f"the trainer did not start: {trainer.stderr.read() if trainer.poll() else ''}"
+        if end == "killed":
+            trainer.kill()
+        try:
+            trainer.wait(timeout=LIMITS.deadline)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a trainer that {end} was still running {LIMITS.deadline} s later (hung at exit)")
+        deadline = time.monotonic() + LIMITS.deadline
+        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [pid for pid in workers if _running(pid)]
+        assert not left, f"worker processes {left} still run {LIMITS.deadline} s after their trainer {end}"
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+            trainer.wait()
+        for pid in workers:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
