@@ -165,33 +165,39 @@ def _running(pid: int) -> bool:
         return False
 
 
-@pytest.mark.parametrize("end", ["killed", "exits without close"])
-def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability, end) -> None:
-    """A trainer SIGKILLed mid-run (the OOM killer) or one that returns without `close()`: its
-    interpreter exits within `LIMITS.deadline` and no worker process is left running (orphans
-    would hold their cores, and the shared memory, until the machine restarts)."""
+def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability) -> None:
+    """A trainer SIGKILLed mid-run (the OOM killer), and one that returns without `close()`:
+    each interpreter exits within `LIMITS.deadline` and no worker process is left running
+    (orphans would hold their cores, and the shared memory, until the machine restarts). The
+    two trainers run side by side."""
     require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
-    trainer = subprocess.Popen([sys.executable, "-c", _TRAINER, end.split()[0]], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    workers: list[int] = []
+    trainers = {end: subprocess.Popen([sys.executable, "-c", _TRAINER, end], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
+                for end in ("killed", "exits without close")}
+    workers: dict[str, list[int]] = {}
     try:
-        workers = [int(pid) for pid in trainer.stdout.readline().split()]
-        assert len(workers) == 2, f"the trainer did not start: {trainer.stderr.read() if trainer.poll() else ''}"
-        if end == "killed":
-            trainer.kill()
-        try:
-            trainer.wait(timeout=LIMITS.deadline)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"a trainer that {end} was still running {LIMITS.deadline} s later (hung at exit)")
+        for end, trainer in trainers.items():
+            workers[end] = [int(pid) for pid in trainer.stdout.readline().split()]
+            assert len(workers[end]) == 2, (
+                f"the trainer that {end} did not start: {trainer.stderr.read() if trainer.poll() is not None else ''}")
+        trainers["killed"].kill()
         deadline = time.monotonic() + LIMITS.deadline
-        while any(_running(pid) for pid in workers) and time.monotonic() < deadline:
+        for end, trainer in trainers.items():
+            try:
+                trainer.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"a trainer that {end} was still running {LIMITS.deadline} s later (hung at exit)")
+        while any(_running(pid) for pids in workers.values() for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        left = [pid for pid in workers if _running(pid)]
-        assert not left, f"worker processes {left} still run {LIMITS.deadline} s after their trainer {end}"
+        left = {end: [pid for pid in pids if _running(pid)] for end, pids in workers.items()}
+        assert not any(left.values()), (
+            f"worker processes still run {LIMITS.deadline} s after their trainer ended: "
+            f"{ {end: pids for end, pids in left.items() if pids} }")
     finally:
-        if trainer.poll() is None:
-            trainer.kill()
-            trainer.wait()
-        for pid in workers:
+        for trainer in trainers.values():
+            if trainer.poll() is None:
+                trainer.kill()
+                trainer.wait()
+        for pid in (pid for pids in workers.values() for pid in pids):
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
