@@ -575,7 +575,10 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
     Args:
         env: the env to wrap; it must have `set_env_config(env_cfg)` (applied at its next
             reset), the PufferEnv spaces and `num_agents`, and write into its buffers in place
-            (`rewards`, `terminals`, `truncations` of shape `(num_agents,)`).
+            (`rewards`, `terminals`, `truncations` of shape `(num_agents,)`). An env off the
+            vector's buffers is refused when built; one that rebinds a buffer later, at the
+            next episode end or reset (a rebound `terminals` hides the episode ends themselves:
+            the per-step path reads the vector's buffers and checks nothing, to stay cheap).
         curriculum: a `Curriculum` (or any object with `get_task`, `update_task_performance`
             and `stats`).
         seed: reseeds the curriculum handle once per process (the first env built over it in

@@ -25,6 +25,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import pytest
 
 from curriculum import (
@@ -33,6 +34,7 @@ from curriculum import (
     CurriculumConfig,
     CurriculumConfigError,
     CurriculumEnv,
+    EnvContractError,
     GymCurriculumEnv,
     LearningProgressConfig,
     SingleTaskGenerator,
@@ -44,6 +46,7 @@ from curriculum import (
     make_curriculum_vecenv,
 )
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL
+from curriculum.env import BUFFER_NAMES
 from curriculum.vector import MAX_NUM_ENVS, default_num_workers
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 
@@ -170,11 +173,12 @@ def _exact_env(buf: Any = None, seed: int = 0) -> ExactAccountingEnv:
     return ExactAccountingEnv(buf=buf, seed=seed)
 
 
-def _serial_vector(**options: Any) -> Any:
+def _serial_vector(*, env: Callable[..., Any] | None = None, **options: Any) -> Any:
     options.setdefault("num_envs", 2)
     curriculum = Curriculum(_curriculum(algorithm=UniformConfig()))  # centralized tracking takes uniform
     try:
-        vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend=options.pop("backend", "Serial"), **options)
+        vecenv = make_curriculum_vecenv(env or _exact_env, curriculum, backend=options.pop("backend", "Serial"),
+                                        **options)
         vecenv.close()
     finally:
         curriculum.close()
@@ -274,3 +278,50 @@ def test_the_default_worker_count_is_the_documented_one() -> None:
     assert not wrong, (
         f"default_num_workers(num_envs, batch_size=, cores=) differs from its definition in {len(wrong)} cases, "
         f"first (num_envs, batch_size, cores, got, expected): {wrong[:5]}")
+
+
+class _OwnBuffer(ExactAccountingEnv):
+    """Keeps its own copy of one of the vector's buffers (`own`), at once or (`later`) from its
+    first step on: the trainer then reads numbers the env never writes."""
+
+    own = "observations"
+    later = False
+
+    def __init__(self, buf: Any = None, seed: int = 0) -> None:
+        super().__init__(buf=buf, seed=seed)
+        if not self.later:
+            setattr(self, self.own, np.array(getattr(self, self.own), copy=True))
+
+    def step(self, actions: Any) -> Any:
+        if self.later:
+            setattr(self, self.own, np.array(getattr(self, self.own), copy=True))
+        return super().step(actions)
+
+
+@pytest.mark.parametrize("name", BUFFER_NAMES)
+def test_an_env_off_the_vectors_buffers_is_refused_by_name(name: str) -> None:
+    """An env that does not write into one of the vector's buffers (it replaced the slice it was
+    given) is refused when the vector is built, naming the buffer."""
+    env = type(f"Own{name.title()}", (_OwnBuffer,), {"own": name})
+    with pytest.raises(EnvContractError, match=f"`{name}` buffer"):
+        _serial_vector(env=env)
+
+
+# (`terminals` is checked the same way, at an episode's end or a reset; a run whose env rebinds
+# it ends no episode the wrapper can see, which this env, ending by terminals, then refuses)
+@pytest.mark.parametrize("name", ["rewards", "truncations"])
+def test_an_env_that_replaces_a_buffer_mid_run_is_refused_by_name(name: str) -> None:
+    """The buffers the wrapper reads every step must stay the vector's for the whole run: one
+    rebound mid-run is refused by the episode's end, naming it."""
+    env = type(f"Later{name.title()}", (_OwnBuffer,), {"own": name, "later": True})
+    curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2}),
+                                             algorithm=UniformConfig()))
+    vecenv = make_curriculum_vecenv(env, curriculum, backend="Serial", num_envs=2, tracking="centralized")
+    try:
+        vecenv.reset(seed=0)
+        with pytest.raises(EnvContractError, match=name):
+            for _ in range(3):
+                vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+    finally:
+        vecenv.close()
+        curriculum.close()
