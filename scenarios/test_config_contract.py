@@ -17,6 +17,12 @@ shared; `CurriculumEnv`, `GymCurriculumEnv`, `make_curriculum_vecenv` on Serial)
 checked only on one path (a shared curriculum's `lock_timeout` but not a local one's) makes a
 call that passed in a one-process test fail, or quietly misbehave, once the run is scaled out.
 Whatever an accepted value builds is closed again.
+
+The env a vector wraps has a contract too: it writes into the buffers the vector handed it. An
+env that keeps its own copy of any of them (observations the trainer never sees change,
+rewards or ends the wrapper never reads) must be refused by name, when built or, for a buffer
+rebound mid-run, by the episode's end. The default worker count of a Multiprocessing vector is
+held to its docstring over a grid of layouts and core counts.
 """
 
 from __future__ import annotations
