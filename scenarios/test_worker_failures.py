@@ -19,6 +19,7 @@ still hold every completion the main process saw reported.
 from __future__ import annotations
 
 import inspect
+import multiprocessing as mp
 import os
 import signal
 import subprocess
@@ -29,7 +30,7 @@ import time
 import numpy as np
 import pytest
 
-from curriculum import CurriculumConfig, SingleTaskGenerator, UniformConfig, WorkerProcessError
+from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig, WorkerProcessError
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
@@ -133,10 +134,22 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
         getattr(curriculum, "close", lambda: None)()
 
 
-#: A trainer that makes a shared-curriculum vector, steps it, prints its worker pids, and then
-#: either waits to be killed or returns without `close()` (the interpreter exits).
-_TRAINER = """
-import sys, time
+def _trainer(conn) -> None:
+    """A trainer (forked, as a launcher starts one): a shared-curriculum vector, a few steps, its
+    worker pids sent back, then it waits to be killed."""
+    curriculum = Curriculum(_config(0), shared_memory=True)
+    vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared",
+                                    num_envs=LIMITS.num_envs, num_workers=LIMITS.num_workers, overwork=True)
+    vecenv.reset(seed=0)
+    for _ in range(LIMITS.steps_before):
+        vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+    conn.send([p.pid for p in vecenv.vecenv.processes])
+    time.sleep(60)
+
+
+#: The same trainer as a script of its own that returns without `close()`: an interpreter's
+#: exit (a forked process exits another way, and does not show a vector that hangs it).
+_RETURNING_TRAINER = """
 import numpy as np
 from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig
 from curriculum.vector import make_curriculum_vecenv
@@ -148,11 +161,9 @@ curriculum = Curriculum(config, shared_memory=True)
 vecenv = make_curriculum_vecenv(lambda buf=None, seed=0: ExactAccountingEnv(buf=buf, seed=seed), curriculum,
                                 backend="Multiprocessing", tracking="shared", num_envs=4, num_workers=2, overwork=True)
 vecenv.reset(seed=0)
-for _ in range(10):
+for _ in range(20):
     vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
 print(*[p.pid for p in vecenv.vecenv.processes], flush=True)
-if sys.argv[1] == "killed":
-    time.sleep(60)
 """
 
 
@@ -166,27 +177,29 @@ def _running(pid: int) -> bool:
 
 
 def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability) -> None:
-    """A trainer SIGKILLed mid-run (the OOM killer), and one that returns without `close()`:
-    each interpreter exits within `LIMITS.deadline` and no worker process is left running
+    """A trainer SIGKILLed mid-run (the OOM killer), and one whose script returns without
+    `close()`: each exits within `LIMITS.deadline` and no worker process is left running
     (orphans would hold their cores, and the shared memory, until the machine restarts). The
     two trainers run side by side."""
     require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
-    trainers = {end: subprocess.Popen([sys.executable, "-c", _TRAINER, end], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True)
-                for end in ("killed", "exits without close")}
+    returning = subprocess.Popen([sys.executable, "-c", _RETURNING_TRAINER], stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+    here, there = mp.get_context("fork").Pipe()
+    killed = mp.get_context("fork").Process(target=_trainer, args=(there,))
+    killed.start()
     workers: dict[str, list[int]] = {}
     try:
-        for end, trainer in trainers.items():
-            workers[end] = [int(pid) for pid in trainer.stdout.readline().split()]
-            assert len(workers[end]) == 2, (
-                f"the trainer that {end} did not start: {trainer.stderr.read() if trainer.poll() is not None else ''}")
-        trainers["killed"].kill()
+        assert here.poll(LIMITS.deadline), "the trainer to be killed sent no worker pids"
+        workers["killed"] = here.recv()
+        os.kill(killed.pid, signal.SIGKILL)
+        workers["returned without close"] = [int(pid) for pid in returning.stdout.readline().split()]
+        assert workers["returned without close"], f"the returning trainer did not start: {returning.stderr.read()}"
         deadline = time.monotonic() + LIMITS.deadline
-        for end, trainer in trainers.items():
-            try:
-                trainer.wait(timeout=max(deadline - time.monotonic(), 0.1))
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"a trainer that {end} was still running {LIMITS.deadline} s later (hung at exit)")
+        try:
+            returning.wait(timeout=LIMITS.deadline)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"a trainer whose script returned without close() was still running {LIMITS.deadline} s "
+                        "later (hung at exit)")
         while any(_running(pid) for pids in workers.values() for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         left = {end: [pid for pid in pids if _running(pid)] for end, pids in workers.items()}
@@ -194,10 +207,12 @@ def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capabil
             f"worker processes still run {LIMITS.deadline} s after their trainer ended: "
             f"{ {end: pids for end, pids in left.items() if pids} }")
     finally:
-        for trainer in trainers.values():
-            if trainer.poll() is None:
-                trainer.kill()
-                trainer.wait()
+        if returning.poll() is None:
+            returning.kill()
+            returning.wait()
+        if killed.is_alive():
+            killed.kill()
+        killed.join(timeout=10)
         for pid in (pid for pids in workers.values() for pid in pids):
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
