@@ -140,6 +140,9 @@ def is_summed_stat(key: str) -> bool:
     return any(part in SUMMED_STATS for part in key.split("/"))
 
 
+_PLAIN: Final = (float, int, bool)
+
+
 def _number(value: Any) -> int | float | None:
     """`value` as a plain Python number, or None when it is not one."""
     kind = type(value)
@@ -155,8 +158,17 @@ def _number(value: Any) -> int | float | None:
         return float(value)
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
         return float(value.mean()) if value.size else None
-    if isinstance(value, (list, tuple)) and value and all(_number(v) is not None for v in value):
-        return float(np.mean([float(v) for v in value]))
+    if isinstance(value, (list, tuple)) and value:
+        if kind is list and type(value[0]) in _PLAIN:  # a flat list of numbers: one numpy call, not one per entry
+            try:
+                array = np.array(value)
+            except (ValueError, TypeError, OverflowError):  # ragged: entry by entry below
+                array = None
+            if array is not None and array.ndim == 1 and array.dtype.kind in "biuf":
+                return float(array.mean())
+        numbers = [_number(v) for v in value]  # an entry that is a list or an array counts as its mean
+        if None not in numbers:
+            return float(np.mean(numbers))
     return None
 
 

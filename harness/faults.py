@@ -163,7 +163,7 @@ class _SnapshotRestoringCurriculum(Curriculum):
 
 def make_snapshot_restoring_curriculum(config: CurriculumConfig, *, shared_memory: bool = False,
                                        lock_timeout: float | None = None) -> Curriculum:
-    """Canary of the spawned-copy check: an unpickled shared curriculum restores its pickle-time arrays."""
+    """Canary of the unpickled-copy check: an unpickled shared curriculum restores its pickle-time arrays."""
     return _SnapshotRestoringCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
 
 

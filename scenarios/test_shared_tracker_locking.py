@@ -223,9 +223,10 @@ def test_late_completions_from_every_process_are_counted_exactly(curriculum_fact
         curriculum.close()
 
 
-def _spawned_writer(blob: bytes, go, index: int, queue) -> None:
+def _unpickling_writer(blob: bytes, go, index: int, queue) -> None:
     """A writer that unpickles the curriculum only once `go` is set (as `spawn` and
-    `forkserver` workers, and torch's multiprocessing, receive it)."""
+    `forkserver` workers, and torch's multiprocessing, receive it; forked here, so the check
+    does not wait for a fresh interpreter's imports)."""
     go.wait(timeout=60)
     curriculum = pickle.loads(blob)
     _writer(curriculum, index, queue)
@@ -245,20 +246,21 @@ def _record_in_parent(curriculum, episodes: int, name: str) -> tuple[Counter, li
     return credited, infos
 
 
-def test_a_curriculum_unpickled_in_a_spawned_process_keeps_what_was_recorded_meanwhile(
+def test_a_curriculum_unpickled_in_another_process_keeps_what_was_recorded_meanwhile(
         curriculum_factory, require_capability, scenario_seed, oracle) -> None:
-    """A shared curriculum pickled into `spawn`ed processes: the copies attach to the live
-    tracker, so completions the parent recorded after pickling (before the copies unpickle)
-    stay recorded, and every completion of the copies and of the parent meanwhile counts once."""
+    """A shared curriculum pickled into other processes (as `spawn` sends it): the copies
+    attach to the live tracker, so completions the parent recorded after pickling (before the
+    copies unpickle) stay recorded, and every completion of the copies and of the parent
+    meanwhile counts once."""
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
-    context = mp.get_context("spawn")
+    context = CTX
     queue, go = context.Queue(), context.Event()
     writers = []
     try:
         credited, infos = _record_in_parent(curriculum, LIMITS.recorded_around_pickling, "before pickling")
         blob = pickle.dumps(curriculum)
-        for index in range(LIMITS.spawned_writers):
-            writers.append(context.Process(target=_spawned_writer, args=(blob, go, index + 1, queue), daemon=True))
+        for index in range(LIMITS.unpickling_writers):
+            writers.append(context.Process(target=_unpickling_writer, args=(blob, go, index + 1, queue), daemon=True))
             writers[-1].start()
         more, more_infos = _record_in_parent(curriculum, LIMITS.recorded_around_pickling, "after pickling")
         credited.update(more)
@@ -271,17 +273,17 @@ def test_a_curriculum_unpickled_in_a_spawned_process_keeps_what_was_recorded_mea
         for process in writers:
             process.join(timeout=30)
             assert process.exitcode == 0, f"writer {process.name} exited with {process.exitcode}, seed {scenario_seed}"
-        watcher = oracle(context=f"{LIMITS.spawned_writers} spawned writer processes")
+        watcher = oracle(context=f"{LIMITS.unpickling_writers} unpickling writer processes")
         watcher.observe(infos)
         for result in results:
             credited.update(result["credited"])
             watcher.observe(result["infos"])
-        expected = 3 * LIMITS.recorded_around_pickling + LIMITS.spawned_writers * LIMITS.updates_per_writer
+        expected = 3 * LIMITS.recorded_around_pickling + LIMITS.unpickling_writers * LIMITS.updates_per_writer
         tracker = curriculum.tracker
         recorded = tracker.total_completions + tracker.late_completions
         assert recorded == expected, (
             f"the parent recorded {LIMITS.recorded_around_pickling} episodes before pickling the curriculum, as "
-            f"many after and as many while {LIMITS.spawned_writers} spawned process(es) recorded "
+            f"many after and as many while {LIMITS.unpickling_writers} process(es) that unpickled it recorded "
             f"{LIMITS.updates_per_writer} each: {expected} in all, the tracker holds {recorded}, seed {scenario_seed}")
         per_slot = {tracker.task_id_at(s): tracker.completions_at(s) for s in range(4)}
         assert per_slot == dict(credited), (

@@ -40,6 +40,24 @@ def test_accumulate_flattens_nested_dicts_and_keeps_numbers() -> None:
     assert stats["task_dependency/performance"] == [0.5, 0.25, 1.0]
 
 
+@pytest.mark.parametrize(("value", "expected"), [
+    ([0.25, 0.5, 1.0], 0.5833333333333334),
+    ([True, False, True, True], 0.75),
+    ([2**70, 0], 2.0**69),  # beyond int64: entry by entry
+    ([1.0, np.array([1.0, 2.0])], 1.25),  # an entry that is an array counts as its mean
+    ([1.0, [2.0, 3.0, 4.0]], 2.0),  # ragged: likewise
+    ((0.5, 1.5), 1.0),
+])
+def test_a_list_counts_as_the_mean_of_its_entries(value: Any, expected: float) -> None:
+    stats = accumulate_rollout_stats({"listed": value}, {})
+    assert stats == {"listed": [pytest.approx(expected, rel=1e-12)]}
+
+
+@pytest.mark.parametrize("value", [[1.0, "a"], [0.5, None], [], [{"a": 1.0}]])
+def test_a_list_with_an_entry_that_is_no_number_is_skipped(value: Any) -> None:
+    assert accumulate_rollout_stats({"listed": value, "kept": 1.0}, {}) == {"kept": [1.0]}
+
+
 @pytest.mark.parametrize(
     ("key", "summed"),
     [
