@@ -165,7 +165,7 @@ def _number(value: Any) -> int | float | None:
             except (ValueError, TypeError, OverflowError):  # ragged: entry by entry below
                 array = None
             if array is not None and array.ndim == 1 and array.dtype.kind in "biuf":
-                return float(array.mean())
+                return float(np.add.reduce(array, dtype=np.float64)) / array.size  # `array.mean()`, bit for bit
         numbers = [_number(v) for v in value]  # an entry that is a list or an array counts as its mean
         if None not in numbers:
             return float(np.mean(numbers))
