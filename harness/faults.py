@@ -167,6 +167,19 @@ def make_snapshot_restoring_curriculum(config: CurriculumConfig, *, shared_memor
     return _SnapshotRestoringCurriculum(config, shared_memory=shared_memory, lock_timeout=lock_timeout)
 
 
+class _LiveProbabilitiesCurriculum(Curriculum):
+    """Bug: `sampling_probabilities()` returns the array the draws come from, not a copy, so a
+    caller that normalises or masks it in place changes what is drawn next."""
+
+    def sampling_probabilities(self) -> np.ndarray:
+        return self._probabilities
+
+
+def make_live_probabilities_curriculum(config: CurriculumConfig) -> Curriculum:
+    """Canary of the reading relation: a read hands out the curriculum's live state."""
+    return _LiveProbabilitiesCurriculum(config)
+
+
 class _LockLeakingCurriculum(Curriculum):
     """Bug: the lock is taken before the input is checked and released only on success, so an
     error path leaves it held (as when validation moves inside a locked section with no
@@ -562,7 +575,8 @@ CANARIES: dict[str, tuple[tuple[str, str], ...]] = {
     "test_ray_service": (("--gate-curriculum", "harness.faults:make_late_crediting_curriculum"),),
     "test_invariances": (("--gate-curriculum", "harness.faults:make_span_as_high_curriculum"),
                          ("--gate-curriculum", "harness.faults:make_label_order_mixup_curriculum"),
-                         ("--gate-curriculum", "harness.faults:make_late_crediting_curriculum")),
+                         ("--gate-curriculum", "harness.faults:make_late_crediting_curriculum"),
+                         ("--gate-curriculum", "harness.faults:make_live_probabilities_curriculum")),
     "test_staged_progression": (("--gate-curriculum", "harness.faults:make_late_advancing_staged"),
                                 ("--gate-curriculum", "harness.faults:make_regression_blind_staged")),
 }

@@ -456,6 +456,10 @@ class InvarianceLimits:
     are multiples of 1 / `score_quantum` every map is exact in floating point)."""
     score_quantum: int = 1024
     """Scores are rounded to multiples of 1 / this, in both runs."""
+    read_api: tuple[str, ...] = ("sampling_probabilities", "task_scores", "stats")
+    """What the reading relation calls after every episode (where the curriculum has it); it
+    takes a checkpoint (`get_state()`) every `read_state_every` episodes."""
+    read_state_every: int = 50
     stats_every: int = 10
     """Episodes between two `stats()` compared with the reference run's (a pool of 32 holds
     tasks without completions for its first tens of episodes, and after a stage change)."""

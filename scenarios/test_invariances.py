@@ -20,6 +20,9 @@ because those never vary it:
   taken from the id, a tag) describes the same tasks; a curriculum that tells configurations
   apart by their whole config sees every admission as new, and one that drops the wrong
   fields merges different tasks.
+- reading: a caller that overwrites what it read (probabilities normalised in place, a stats
+  dict extended, a checkpoint's lists edited) must change nothing; a read that hands out a
+  live view of the curriculum's state lets it.
 
 Each relation needs no oracle: the reference run is the same curriculum on the same student
 and seed. Scores are rounded to multiples of 1/1024 in both runs, so mapping them into
@@ -38,6 +41,7 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
 import pytest
 
 from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig, TaskGenerator
@@ -64,7 +68,8 @@ class _Run:
     stage change) and at the end (`stats`)."""
 
     def __init__(self, curriculum: Any, space: TaskSpace, *, score: Score = float,
-                 stale: Callable[[Any, list[int]], int] | None = None) -> None:
+                 stale: Callable[[Any, list[int]], int] | None = None,
+                 reader: Callable[[Any], None] | None = None) -> None:
         self.ids: list[int] = []
         self.late = 0
         self.trace: list[tuple[int, Any]] = []
@@ -75,6 +80,8 @@ class _Run:
             self.ids.append(task.task_id)
             if stale is not None:
                 self.late += stale(curriculum, self.ids)
+            if reader is not None:
+                reader(curriculum)
             if episode % LIMITS.stats_every == 0:
                 self.trace.append((episode, curriculum.stats()))
         self.stats = curriculum.stats()
@@ -298,6 +305,65 @@ def test_shared_memory_changes_nothing(curriculum_factory, require_capability, s
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
     differ = _trace_mismatches(reference, run)
     assert not differ, f"{what}: stats() differ from the local run's, seed {scenario_seed}: " + "; ".join(differ[:5])
+
+
+def _scribble(value: Any) -> None:
+    """Overwrite every array, list and dict reachable from `value`, as a caller that reuses what
+    it read does (a logging hook normalising probabilities in place, a dict of stats extended)."""
+    if isinstance(value, np.ndarray):
+        if value.flags.writeable and value.dtype.kind in "biuf":
+            value[...] = 1
+    elif isinstance(value, dict):
+        for item in list(value.values()):
+            _scribble(item)
+        value["scribbled"] = 1
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            if isinstance(item, (int, float)):
+                value[i] = 1
+            else:
+                _scribble(item)
+        value.append(1)
+
+
+class _Reader:
+    """After every episode, reads `LIMITS.read_api` and overwrites what it got back; a
+    checkpoint (`get_state()`, the whole configuration memory) every `LIMITS.read_state_every`."""
+
+    def __init__(self) -> None:
+        self.episodes = 0
+
+    def __call__(self, curriculum: Any) -> None:
+        self.episodes += 1
+        names = LIMITS.read_api + (("get_state",) if self.episodes % LIMITS.read_state_every == 0 else ())
+        for name in names:
+            read = getattr(curriculum, name, None)
+            if callable(read):
+                _scribble(read())
+
+
+@pytest.mark.parametrize("setup", ["churn", "staged"])
+def test_reading_changes_nothing(curriculum_factory, require_capability, scenario_seed, setup) -> None:
+    """The same run with a caller that, after every episode, reads the curriculum
+    (`LIMITS.read_api`, and a checkpoint now and then) and overwrites every array, list and dict
+    it got back hands out the same
+    tasks and reports the same numbers: what a read returns is the caller's, never a live view
+    of the curriculum's state."""
+    if setup == "staged":
+        make_space, make_config = _SETUPS["staged"]
+    else:
+        make_space = lambda seed: impossible_task_space(num_learnable=5, num_impossible=45, seed=seed)  # noqa: E731
+        make_config = lambda space, seed: _churn_config(space.generator, seed)  # noqa: E731
+    space = make_space(scenario_seed)
+    reference = _Run(_build(curriculum_factory, make_config(space, scenario_seed), setup, require_capability), space)
+    space = make_space(scenario_seed)
+    run = _Run(curriculum_factory(make_config(space, scenario_seed)), space, reader=_Reader())
+    what = (f"{setup}, every read's result overwritten by the caller after every episode "
+            f"({', '.join(LIMITS.read_api)}; get_state every {LIMITS.read_state_every})")
+    _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
+    differ = _trace_mismatches(reference, run)
+    assert not differ, f"{what}: stats() differ from the run without the reads, seed {scenario_seed}: " + \
+                       "; ".join(differ[:5])
 
 
 class TaggedTasks(TaskGenerator):
