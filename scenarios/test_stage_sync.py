@@ -12,12 +12,16 @@ starts an episode of a stage the global state has not reached, nor, one vec step
 advancement, of the old one; stale-stage episodes are bounded by the worker count; the stage
 an episode's info reports is the stage of the task its env drew as it ended (where no other
 process moves the stage meanwhile); every reported number matches the episodes (the
-accounting oracle).
+accounting oracle). And the guard behind all of it: a forked copy of a local curriculum
+refuses to record, whether the parent built it, unpickled it or restored it from a checkpoint.
 """
 
 from __future__ import annotations
 
 import inspect
+import multiprocessing as mp
+import pickle
+from typing import Any
 
 import numpy as np
 import pytest
@@ -233,3 +237,44 @@ def test_an_episode_run_within_one_stage_generation_is_credited(
         vecenv.close()
         if callable(getattr(curriculum, "close", None)):
             curriculum.close()
+
+
+def _record_in_child(curriculum, conn) -> None:
+    """Record one completion in this (forked) process; send back what that raised, if anything."""
+    try:
+        curriculum.update_task_performance(curriculum.get_task().task_id, 1.0)
+    except Exception as error:  # sent to the parent, which asserts on its type
+        conn.send(type(error).__name__)
+    else:
+        conn.send(None)
+
+
+def _copies(curriculum, config: CurriculumConfig) -> dict[str, Any]:
+    """The same local curriculum as a process holds it: built, unpickled, restored from a checkpoint."""
+    restored = type(curriculum)(config)
+    restored.load_state(curriculum.get_state())
+    return {"built": curriculum, "unpickled": pickle.loads(pickle.dumps(curriculum)), "restored": restored}
+
+
+def test_a_forked_copy_of_a_local_curriculum_refuses_to_record(uses_builtin_curriculum, curriculum_factory,
+                                                                require_capability, scenario_seed) -> None:
+    """A local (single-process) curriculum forked into a worker is a private copy there: what it
+    records never reaches the others (seeds/003), so it must refuse with `WorkerCopyError`,
+    however the parent came to hold it (built, unpickled, restored from a checkpoint), and the
+    parent's curriculum must hold nothing of it."""
+    require_capability(uses_builtin_curriculum, "WorkerCopyError is the built-in curriculum's guard")
+    config = staged_config(scenario_seed)
+    curriculum = curriculum_factory(config)
+    context = mp.get_context("fork")
+    answers = {}
+    for how, copy in _copies(curriculum, config).items():
+        here, there = context.Pipe()
+        child = context.Process(target=_record_in_child, args=(copy, there))
+        child.start()
+        answers[how] = here.recv() if here.poll(30) else "no answer"
+        child.join(timeout=30)
+        assert copy.stats()["total_completions"] == 0, (
+            f"a {how} curriculum's forked copy recorded into the parent's, seed {scenario_seed}")
+    assert answers == dict.fromkeys(answers, "WorkerCopyError"), (
+        f"a forked copy of a local curriculum answered a completion with {answers} (how the parent held it: "
+        f"what the copy raised; None: it recorded privately, lost to every other process), seed {scenario_seed}")
