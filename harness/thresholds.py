@@ -338,6 +338,8 @@ class WorkerStreamLimits:
     truthiness test)."""
     stream_draws: int = 40
     """Draws (or episodes) compared per seed and way."""
+    unseeded_handles: int = 3
+    """Processes that each attach a handle without a seed: their draws must all differ."""
 
 
 WORKER_STREAMS = WorkerStreamLimits()

@@ -21,6 +21,7 @@ with their sum makes config seed 1 on worker 0 a copy of config seed 0 on worker
 from __future__ import annotations
 
 import inspect
+import multiprocessing as mp
 
 import numpy as np
 import pytest
@@ -131,10 +132,30 @@ def _gym_stream(env: GymCurriculumEnv, seed: int | None, episodes: int) -> list[
     return ids
 
 
+def _attach_and_draw(attach, name: str, config: CurriculumConfig, conn) -> None:
+    handle = attach(name, config)
+    conn.send(tuple(handle.get_task().task_id for _ in range(LIMITS.stream_draws)))
+    getattr(handle, "close", lambda: None)()
+
+
+def _draws_of_unseeded_handles(attach, name: str, config: CurriculumConfig) -> list[tuple[int, ...]]:
+    """What handles attached without a seed, one per (forked) process, draw."""
+    context = mp.get_context("fork")
+    draws = []
+    for _ in range(LIMITS.unseeded_handles):
+        here, there = context.Pipe()
+        child = context.Process(target=_attach_and_draw, args=(attach, name, config, there))
+        child.start()
+        draws.append(here.recv() if here.poll(30) else ())
+        child.join(timeout=30)
+    return draws
+
+
 def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_capability, scenario_seed) -> None:
     """Uniform sampling (draws depend on the stream alone): for each seed, a used curriculum
     reseeded, a used gymnasium env reset with the seed, and (shared memory) a handle attached
-    with the seed draw the tasks a fresh curriculum reseeded with it draws."""
+    with the seed draw the tasks a fresh curriculum reseeded with it draws; handles attached
+    without one, each in its own process, draw streams of their own."""
     config = stream_config(scenario_seed, UniformConfig())
     for seed in LIMITS.stream_seeds:
         fresh = curriculum_factory(config)
@@ -171,6 +192,10 @@ def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_c
                 assert got == expected, (
                     f"a handle attached with seed={seed} drew {got[:8]}..., a curriculum reseeded with {seed} draws "
                     f"{expected[:8]}..., seed {scenario_seed}")
+                unseeded = _draws_of_unseeded_handles(attach, name, config)
+                assert len(set(unseeded)) == len(unseeded), (
+                    f"handles attached without a seed in {len(unseeded)} processes drew the same tasks: "
+                    f"{[draws[:8] for draws in unseeded]}, seed {scenario_seed}")
             getattr(shared, "close", lambda: None)()
 
 
