@@ -331,3 +331,17 @@ def test_an_env_that_replaces_a_buffer_mid_run_is_refused_by_name(name: str) -> 
     finally:
         vecenv.close()
         curriculum.close()
+
+
+def test_a_config_keeps_nothing_the_caller_changes_later() -> None:
+    """A config built from the caller's lists (stages, score range) keeps its own copy: the
+    caller appending a stage or editing the range afterwards changes neither the config nor
+    what a curriculum built from it describes (a checkpoint of it would be refused later)."""
+    stages, score_range = list(_stages()), [0.0, 10.0]
+    config = CurriculumConfig(algorithm=_staged(stages=stages), score_range=score_range)
+    before = config.describe()
+    stages.append(Stage("added", _generator()))
+    score_range[1] = 20.0
+    assert config.describe() == before, (
+        f"the caller changed its lists after building the config, and the config changed: {config.describe()} "
+        f"(built as {before})")
