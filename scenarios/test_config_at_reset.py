@@ -22,7 +22,8 @@ import gymnasium
 import numpy as np
 import pytest
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, LearningProgressConfig, UniformConfig
+from curriculum import (BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, InvalidScoreError,
+                        LearningProgressConfig, UniformConfig)
 from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.task_spaces import impossible_task_space
@@ -73,8 +74,22 @@ class _HandedOut:
         return task
 
 
+#: The mean return (episode_length 5 x reward_per_step 1.0) that `_score` maps out of the
+#: curriculum's range: the wrapper must refuse that episode (`InvalidScoreError`), not clip it.
+OUT_OF_RANGE_RETURN = 5.0
+
+
 def _score(returns) -> float:
-    return min(float(sum(returns) / len(returns)) / 10.0, 1.0)
+    mean = float(sum(returns) / len(returns))
+    return 1.5 if mean == OUT_OF_RANGE_RETURN else min(mean / 10.0, 1.0)
+
+
+def _assert_out_of_range_scores_refused(refused: int, ran: list[tuple[float, float]], seed: int) -> None:
+    """Every full episode whose score left the range was refused, none other."""
+    expected = sum(1 for length, reward in ran if length * reward == OUT_OF_RANGE_RETURN)
+    assert refused == expected, (
+        f"{expected} full episodes scored 1.5 (outside the score range [0, 1]); the wrapper refused {refused} "
+        f"with InvalidScoreError, seed {seed}")
 
 
 def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_factory, curriculum_env_class,
@@ -86,8 +101,9 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
     (one `get_task()` in `LIMITS.fail_every_draw`; the ended episode stays recorded, and its
     infos come with the `reset()` that draws again), when recording an episode fails now and
     then (one in `LIMITS.fail_every_record`: the episode is dropped, neither recorded nor
-    counted by the wrapper), and when an episode is abandoned by `reset()` after its first
-    step (every `LIMITS.abandon_every`-th)."""
+    counted by the wrapper), when its score leaves the score range (refused with
+    `InvalidScoreError` and dropped likewise, never clipped), and when an episode is abandoned
+    by `reset()` after its first step (every `LIMITS.abandon_every`-th)."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]}, label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="single env")
@@ -109,13 +125,15 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
     obs = reset(seed=scenario_seed)
     actions = np.zeros(1, dtype=np.int32)
     episodes, steps_in_episode, seen = [], 0, []
+    refused = 0
     current = (float(obs[0][0]), float(obs[0][1]))
     while len(episodes) < LIMITS.episodes:
         running = (float(obs[0][0]), float(obs[0][1]))
         seen.append(running)
         try:
             obs, _, terminals, truncations, infos = env.step(actions)
-        except RuntimeError:  # the episode ended and the auto-reset onto the next task failed
+        except (RuntimeError, InvalidScoreError) as error:  # the episode ended; it or the next start failed
+            refused += isinstance(error, InvalidScoreError)
             obs, terminals, truncations = reset(), [True], [False]
         else:
             watcher.observe(infos)
@@ -138,6 +156,7 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
         )
     watcher.verify()
     _assert_wrapper_counts_what_was_recorded(env, curriculum, scenario_seed)
+    _assert_out_of_range_scores_refused(refused, [e[1][0] for e in episodes if e[2] is not None], scenario_seed)
     golden({"episodes": len(episodes), "first_configs": [e[0] for e in episodes[:8]]})
 
 
@@ -165,7 +184,8 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     recomputation, and a draw that fails now and then (one `get_task()` in
     `LIMITS.fail_every_draw`, at an episode's end or in `reset()`) loses nothing: the ended
     episode stays recorded and its infos come with the `reset()` that draws again; an episode
-    whose record fails (one in `LIMITS.fail_every_record`) is dropped, and not counted."""
+    whose record fails (one in `LIMITS.fail_every_record`) or whose score leaves the range is
+    dropped, and not counted."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0], "end": ["terminal", "truncated", "desync"]},
         label="exact", seed=scenario_seed))
@@ -176,7 +196,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     inner = GymExactAccountingEnv(seed=scenario_seed, desync_signal="attribute")
     made = gymnasium.wrappers.OrderEnforcing(gymnasium.wrappers.PassiveEnvChecker(inner))  # as gymnasium.make builds it
     env = GymCurriculumEnv(made, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
-    ran, resets = [], []
+    ran, resets, refused, full = [], [], 0, []
     for index in range(LIMITS.episodes):
         seed, options = scenario_seed if index == 0 else None, {"episode": index} if index % 2 else None
         while True:  # a failed draw is retried, as a training loop does
@@ -188,18 +208,26 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
         resets.append((seed, options))
         watcher.observe(info)
         configs = set()
-        done = False
+        done = ended = False
         while not done:
             configs.add((float(obs[0]), float(obs[1])))
             try:
                 obs, _, terminated, truncated, info = env.step(0)
             except DrawFailed:  # the episode ended and was recorded; the next reset() draws again
+                ended = True
                 break
             except RecordFailed:  # the episode ended and was dropped; the next reset() draws
+                ended = True
+                break
+            except InvalidScoreError:  # likewise, its score outside the range
+                refused += 1
+                ended = True
                 break
             watcher.observe(info)
-            done = terminated or truncated or index % LIMITS.abandon_every == LIMITS.abandon_every - 1
+            ended = terminated or truncated
+            done = ended or index % LIMITS.abandon_every == LIMITS.abandon_every - 1
         ran.append(sorted(configs))
+        full.append(ended)
     for index, (configs, task) in enumerate(zip(ran, curriculum.tasks)):
         expected = (float(task.env_cfg["episode_length"]), float(task.env_cfg["reward_per_step"]))
         assert configs == [expected], (
@@ -213,6 +241,9 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
         f"seed {scenario_seed}")
     watcher.verify()
     _assert_wrapper_counts_what_was_recorded(env, curriculum, scenario_seed)
+    scored = [configs[0] for configs, task, ended in zip(ran, curriculum.tasks, full)
+              if ended and task.env_cfg["end"] != "desync"]  # a desync cut is never scored
+    _assert_out_of_range_scores_refused(refused, scored, scenario_seed)
 
 
 def test_every_task_is_the_one_its_id_names(curriculum_factory, require_capability, scenario_seed, oracle) -> None:
