@@ -207,7 +207,8 @@ class CompletionRecorder:
     Used by a locally tracking `CurriculumEnv` and by the main process under centralized
     tracking, so both report the same numbers: `completions`, `late_completions`,
     `per_label_completions/<label>`, `per_label_lp_scores/<label>` (EMA, rate `LP_EMA_ALPHA`,
-    of the algorithm score of the completed task) and, every `stats_interval` completions (from
+    of the algorithm score of the completed task; a late completion, no longer the task's,
+    reports none and moves nothing) and, every `stats_interval` completions (from
     the first), the pool-wide `curriculum.stats()`.
 
     The algorithm score of a task is read from the last pool report: `task_scores()` matched to

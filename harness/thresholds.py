@@ -375,6 +375,11 @@ class EnvWrapperLimits:
     """Vec steps of each run of the task-id scheme relation."""
     renumbered_stats_interval: int = 3
     """Completions between two pool reports there (a report rebuilds the wrapper's per-task LP)."""
+    label_lp_episode_lengths: tuple[int, ...] = (1, 3)
+    """Episode lengths of the two envs whose reported per-label LP is checked (different, so one
+    env's completions evict tasks the other is running)."""
+    label_lp_steps: int = 600
+    """Steps of each of those envs."""
     lp_episodes: int = 3000
     """Episodes of the run whose per-task learning progress is held to its definition."""
     lp_check_every: int = 20

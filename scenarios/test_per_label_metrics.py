@@ -28,12 +28,13 @@ import pytest
 
 from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, LearningProgressConfig, gini_coefficient,
                         normalized_entropy)
-from curriculum.stats import accumulate_rollout_stats, process_training_stats
+from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.envs import TaskDependencyEnv
 from harness.lp_reference import reference_learning_progress
 from harness.oracle import reference_entropy, reference_gini
-from harness.task_spaces import chain_task_space
+from harness.task_spaces import chain_task_space, impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
+from harness.thresholds import INVARIANCES
 
 NUM_TASKS = 5
 
@@ -272,3 +273,80 @@ def test_the_task_id_scheme_changes_no_reported_number(curriculum_factory, curri
         f"{ {k: (v, renumbered[differing].get(k)) for k, v in reference[differing].items() if renumbered[differing].get(k) != v} }"
         f" (reference, renumbered), seed {scenario_seed}" if differing is not None else
         f"{len(reference)} info dicts in the run, {len(renumbered)} once the task ids are renumbered, seed {scenario_seed}")
+
+
+class _ReportWatch:
+    """The curriculum under test, noting what each `task_scores()` call returned, with the pool
+    ids it is read against (what a pool report of the wrapper sees)."""
+
+    def __init__(self, curriculum: Any) -> None:
+        self._inner = curriculum
+        self.reports: list[dict[Any, float]] = []
+
+    def __getattr__(self, name: str) -> Any:  # test double: everything else goes to the curriculum
+        return getattr(self._inner, name)
+
+    def task_scores(self) -> Any:
+        scores = self._inner.task_scores()
+        tracker = getattr(self._inner, "tracker", None)
+        ids = tracker.task_ids.tolist() if tracker is not None else [t.task_id for t in self._inner.active_tasks()]
+        self.reports.append(dict(zip(ids, np.asarray(scores, dtype=np.float64).reshape(-1).tolist())))
+        return scores
+
+
+def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum_env_class, require_capability,
+                                                  scenario_seed) -> None:
+    """Each episode's `per_label_lp_scores/<label>` is the EMA (rate `LP_EMA_ALPHA`) of the
+    algorithm score of the tasks of that label its env completed, each read from that env's
+    last pool report (by task id; the report's per-label score for a task not in it). Two envs
+    of different episode lengths share a churning pool, so some of their completions arrive
+    after the task left it: a late completion is not the task's any more, and reports no LP
+    and moves no EMA."""
+    space = impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=space.generator, algorithm=LearningProgressConfig(), seed=scenario_seed,
+        num_active_tasks=INVARIANCES.churn_pool, min_presentations=INVARIANCES.churn_min_presentations,
+        eviction_percentile=INVARIANCES.churn_eviction_percentile))
+    require_capability(callable(getattr(curriculum, "task_scores", None)),
+                       "this curriculum reports no per-task scores (`task_scores()`)")
+    watch = _ReportWatch(curriculum)
+    envs = [curriculum_env_class(TaskDependencyEnv(space.simulator, episode_length=length), watch, seed=i,
+                                 stats_interval=LIMITS.renumbered_stats_interval)
+            for i, length in enumerate(LIMITS.label_lp_episode_lengths)]
+    ema: list[dict[str, float]] = [{} for _ in envs]
+    report: list[tuple[dict[Any, float], dict[str, float]]] = [({}, {}) for _ in envs]
+    late = checked = 0
+    for env in envs:
+        env.reset(seed=scenario_seed)
+    for step in range(LIMITS.label_lp_steps):
+        for e, env in enumerate(envs):
+            calls = len(watch.reports)
+            infos = env.step(np.zeros(1, dtype=np.int32))[4]
+            for info in (i for i in infos if isinstance(i, dict) and "curriculum_stats/completions" in i):
+                pool = {k.rsplit("/", 1)[-1]: v for k, v in info.items()
+                        if k.startswith("curriculum_stats/pool_per_label_lp_scores/")}
+                if len(watch.reports) > calls:  # this completion made a pool report
+                    report[e] = (watch.reports[-1], pool)
+                label = next(k.rsplit("/", 1)[-1] for k in info if k.startswith("curriculum_stats/per_label_completions/"))
+                reported = info.get(f"curriculum_stats/per_label_lp_scores/{label}")
+                if info["curriculum_stats/late_completions"]:
+                    late += 1
+                    assert reported is None, (
+                        f"env {e}, step {step}: a late completion of task {info['curriculum_stats/task_id']} reported "
+                        f"per_label_lp_scores/{label} = {reported}, seed {scenario_seed}")
+                    continue
+                by_id, by_label = report[e]
+                lp = by_id.get(info["curriculum_stats/task_id"], by_label.get(label))
+                if lp is not None:
+                    old = ema[e].get(label)
+                    ema[e][label] = lp if old is None else old + LP_EMA_ALPHA * (lp - old)
+                expected = ema[e].get(label)
+                assert (reported is None and expected is None) or (
+                    reported is not None and expected is not None and math.isclose(reported, expected, rel_tol=1e-9)), (
+                    f"env {e}, step {step}: per_label_lp_scores/{label} = {reported}, by its definition {expected} "
+                    f"(task {info['curriculum_stats/task_id']}), seed {scenario_seed}")
+                checked += 1
+    for env in envs:
+        env.close()
+    require_capability(late > 0 and checked > 0, f"no late completion in {LIMITS.label_lp_steps} steps "
+                                                 f"({checked} checked), seed {scenario_seed}")
