@@ -208,6 +208,8 @@ class StageSyncLimits:
     steps more (lengths stay distinct across stages)."""
     pool: int = 8
     """Tasks in the pool (distinct configs of the stage: each episode tells which task it ran)."""
+    published_while_read: int = 3
+    """States the racing-broadcast check publishes, each just as the worker read the one before."""
     min_episodes: int = 24
     window: int = 12
     advancement_threshold: float = 0.9

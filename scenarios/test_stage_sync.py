@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, Stage, StagedProgressionConfig
-from curriculum.vector import make_curriculum_vecenv
+from curriculum import BucketedTaskGenerator, CurriculumConfig, CurriculumEnv, Stage, StagedProgressionConfig
+from curriculum.vector import StageBroadcast, make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
@@ -278,3 +278,45 @@ def test_a_forked_copy_of_a_local_curriculum_refuses_to_record(uses_builtin_curr
     assert answers == dict.fromkeys(answers, "WorkerCopyError"), (
         f"a forked copy of a local curriculum answered a completion with {answers} (how the parent held it: "
         f"what the copy raised; None: it recorded privately, lost to every other process), seed {scenario_seed}")
+
+
+class _PublishedWhileRead(StageBroadcast):
+    """A broadcast whose main process publishes the next state just as a worker finished reading
+    the current one (the window between a worker's read and its next draw)."""
+
+    def __init__(self, states: list[dict[str, int]]) -> None:
+        super().__init__()
+        self.pending = list(states[1:])
+        self.publish(states[0])
+
+    def read(self) -> dict[str, int] | None:
+        state = super().read()
+        if self.pending:
+            self.publish(self.pending.pop(0))
+        return state
+
+
+def test_a_stage_published_while_a_worker_reads_reaches_it_at_its_next_draw(curriculum_factory, require_capability,
+                                                                           scenario_seed) -> None:
+    """Centralized tracking: the main process publishes stage changes while workers run. One
+    that lands while a worker is reading the broadcast must still reach the worker by its next
+    task draw; taken as seen, the worker keeps the previous stage's pool until the next publish,
+    which its late completions can no longer bring."""
+    main = curriculum_factory(staged_config(scenario_seed))
+    missing = missing_capabilities(main, ("sync_state", "apply_sync_state"))
+    require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no stage to broadcast")
+    worker = pickle.loads(pickle.dumps(main))  # the worker's copy, made before the main process moved on
+    states = [main.sync_state()]
+    while len(states) < LIMITS.published_while_read:
+        main.update_task_performance(main.get_task().task_id, 1.0)
+        if main.sync_state() != states[-1]:
+            states.append(main.sync_state())
+    env = CurriculumEnv(ExactAccountingEnv(), worker, local_tracking=False, stage_source=_PublishedWhileRead(states),
+                        score_fn=full_score)
+    env.reset(seed=scenario_seed)
+    for _ in range(LIMITS.published_while_read * max(LIMITS.stage_episode_lengths) * 2):
+        env.step(np.zeros(1, dtype=np.int32))
+    env.close()
+    assert worker.sync_state()["stage"] == states[-1]["stage"], (
+        f"the main process published {states} (the next state each time a worker had just read one); the worker "
+        f"follows {worker.sync_state()}, seed {scenario_seed}")
