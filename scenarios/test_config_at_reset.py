@@ -84,12 +84,19 @@ def _score(returns) -> float:
     return 1.5 if mean == OUT_OF_RANGE_RETURN else min(mean / 10.0, 1.0)
 
 
+def _out_of_range(config: tuple[float, float]) -> bool:
+    length, reward = config
+    return length * reward == OUT_OF_RANGE_RETURN
+
+
 def _assert_out_of_range_scores_refused(refused: int, ran: list[tuple[float, float]], seed: int) -> None:
-    """Every full episode whose score left the range was refused, none other."""
-    expected = sum(1 for length, reward in ran if length * reward == OUT_OF_RANGE_RETURN)
+    """Every full episode whose score left the range was dropped: refused with
+    `InvalidScoreError` (by the wrapper, or by a curriculum it leaves the range to), or failed
+    to record before the curriculum could refuse it."""
+    expected = sum(1 for config in ran if _out_of_range(config))
     assert refused == expected, (
-        f"{expected} full episodes scored 1.5 (outside the score range [0, 1]); the wrapper refused {refused} "
-        f"with InvalidScoreError, seed {seed}")
+        f"{expected} full episodes scored 1.5 (outside the score range [0, 1]); {refused} of them were refused "
+        f"with InvalidScoreError (or failed to record first), seed {seed}")
 
 
 def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_factory, curriculum_env_class,
@@ -133,7 +140,7 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
         try:
             obs, _, terminals, truncations, infos = env.step(actions)
         except (RuntimeError, InvalidScoreError) as error:  # the episode ended; it or the next start failed
-            refused += isinstance(error, InvalidScoreError)
+            refused += isinstance(error, (InvalidScoreError, RecordFailed)) and _out_of_range(current)
             obs, terminals, truncations = reset(), [True], [False]
         else:
             watcher.observe(infos)
@@ -216,11 +223,8 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
             except DrawFailed:  # the episode ended and was recorded; the next reset() draws again
                 ended = True
                 break
-            except RecordFailed:  # the episode ended and was dropped; the next reset() draws
-                ended = True
-                break
-            except InvalidScoreError:  # likewise, its score outside the range
-                refused += 1
+            except (RecordFailed, InvalidScoreError):  # the episode ended and was dropped; the next reset() draws
+                refused += _out_of_range(min(configs))
                 ended = True
                 break
             watcher.observe(info)
