@@ -74,9 +74,9 @@ class _HandedOut:
         return task
 
 
-#: The mean return (episode_length 5 x reward_per_step 1.0) that `_score` maps out of the
+#: The mean return (episode_length 3 x reward_per_step 1.0) that `_score` maps out of the
 #: curriculum's range: the wrapper must refuse that episode (`InvalidScoreError`), not clip it.
-OUT_OF_RANGE_RETURN = 5.0
+OUT_OF_RANGE_RETURN = 3.0
 
 
 def _score(returns) -> float:
