@@ -153,9 +153,9 @@ class SharedTrackerLimits:
     """Evictions the evicting history must make (the built-in: 12-41 at seeds 0-9)."""
     late_reports_per_writer: int = 5000
     """Completions each writer reports for tasks that already left the pool (all late), at once."""
-    unpickling_writers: int = 2
-    """Writer processes each unpickling its own copy of the curriculum while the parent keeps
-    recording."""
+    unpickling_writers: int = 1
+    """Writer processes (spawned: 1.6 s of imports each) each unpickling its own copy of the
+    curriculum while the parent keeps recording."""
     recorded_around_pickling: int = 100
     """Completions the parent records before it pickles the curriculum, after (before the copies
     unpickle it), and while they write."""

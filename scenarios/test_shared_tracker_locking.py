@@ -225,8 +225,7 @@ def test_late_completions_from_every_process_are_counted_exactly(curriculum_fact
 
 def _unpickling_writer(blob: bytes, go, index: int, queue) -> None:
     """A writer that unpickles the curriculum only once `go` is set (as `spawn` and
-    `forkserver` workers, and torch's multiprocessing, receive it; forked here, so the check
-    does not wait for a fresh interpreter's imports)."""
+    `forkserver` workers, and torch's multiprocessing, receive it)."""
     go.wait(timeout=60)
     curriculum = pickle.loads(blob)
     _writer(curriculum, index, queue)
@@ -253,7 +252,9 @@ def test_a_curriculum_unpickled_in_another_process_keeps_what_was_recorded_meanw
     copies unpickle) stay recorded, and every completion of the copies and of the parent
     meanwhile counts once."""
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
-    context = CTX
+    # spawned: a fresh interpreter holds nothing of this one (a child forked from a process
+    # with threads, as a pytest-xdist worker is, can inherit a lock another thread held)
+    context = mp.get_context("spawn")
     queue, go = context.Queue(), context.Event()
     writers = []
     try:
