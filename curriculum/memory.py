@@ -378,7 +378,10 @@ class _SegmentLock:
     Taking it opens a transaction (rolling back a dead holder's first); releasing it commits.
     Like an flock, taking it again while holding it, or releasing it while not holding it, does
     nothing. A live holder that never releases makes `acquire` raise `LockTimeoutError` after
-    `timeout` seconds instead of hanging.
+    `timeout` seconds instead of hanging. The timeout counts from the last commit anyone made:
+    an flock is not fair, and under contention (eight writers on two cores) a waiter can lose
+    the race for longer than `timeout` while the others keep committing; that is progress, not
+    a stuck holder.
     """
 
     def __init__(self, backend: SharedMemoryBackend, timeout: float) -> None:
@@ -431,6 +434,8 @@ class _SegmentLock:
         # when it is about to release), then back off with sleeps so a stuck holder costs
         # little CPU until the timeout.
         deadline = time.monotonic() + self.timeout
+        control = self._backend._control
+        seen = control[_SEQ]
         pause = 2e-5
         yields = _LOCK_YIELDS
         while True:
@@ -445,7 +450,11 @@ class _SegmentLock:
                 return
             except BlockingIOError:
                 pass
-            if time.monotonic() >= deadline:
+            seq = control[_SEQ]
+            if seq != seen:  # someone took or released the lock meanwhile: not stuck, wait on
+                seen = seq
+                deadline = time.monotonic() + self.timeout
+            elif time.monotonic() >= deadline:
                 raise LockTimeoutError(
                     f"Could not take the shared tracker lock {self.path!r} within {self.timeout} s; "
                     f"it is held by pid {self._backend.lock_holder}. Completions recorded before this are intact."

@@ -230,8 +230,8 @@ class _StagedReference:
     scores: deque = field(default_factory=deque)
     advancements: int = 0
     regressions: int = 0
-    before: tuple[int, deque] = (0, deque())
-    """Episodes and window before the last credited completion."""
+    before: tuple[int, deque, bool] = (0, deque(), False)
+    """Episodes, window and `inexact` before the last credited completion."""
     at_boundary: bool = False
     """The last credited completion left the window mean within `_BOUNDARY` of a threshold
     after a score whose sums can round: a running sum's rounding may decide either way, so the
@@ -254,7 +254,7 @@ class _StagedReference:
         self.at_boundary = False
         if self.stage_of_label.get(label) != self.stage:
             return  # a previous-stage task (mixed slots) does not count towards this stage
-        self.before = (self.episodes, deque(self.scores))
+        self.before = (self.episodes, deque(self.scores), self.inexact)
         self.episodes += 1
         self.scores.append(score)
         self.inexact = self.inexact or not (abs(score) < 2.0**20 and (score / _EXACT_UNIT).is_integer())
@@ -781,7 +781,7 @@ class WatchedCurriculum:
                     oracle.mismatch(f"stage after {where}: oracle {replayed.stage} (the staged rule replayed on the "
                                     f"credited completions: {replayed.stats()}), reported {stage}")
                 if replayed.at_boundary and stage == stage_before:  # the curriculum stayed: count it, no move
-                    replayed.stage, (replayed.episodes, replayed.scores) = stage, replayed.before
+                    replayed.stage, (replayed.episodes, replayed.scores, replayed.inexact) = stage, replayed.before
                     replayed.credit(label, float(score), decide=False)
                 else:
                     replayed.stage = stage  # follow, so one wrong transition is reported once

@@ -17,8 +17,10 @@ import inspect
 import multiprocessing as mp
 import os
 import pickle
+import queue as queue_module
 import signal
 import time
+import traceback
 from collections import Counter
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -61,9 +63,31 @@ class _Children:
         self.processes.append(process)
         return process
 
+    def collect(self, queue, count: int, *, timeout: float, what: str, seed: int) -> list[dict]:
+        """`count` reports from `queue`. A child's error, or a child dead without reporting,
+        fails at once with its cause (not after `timeout`)."""
+        results: list[dict] = []
+        deadline = time.monotonic() + timeout
+        while len(results) < count:
+            try:
+                result = queue.get(timeout=0.5)
+            except queue_module.Empty:
+                dead = [f"{p.name} (exit code {p.exitcode})" for p in self.processes if p.exitcode not in (None, 0)]
+                assert not dead, f"{', '.join(dead)} died without reporting, seed {seed}"
+                assert time.monotonic() < deadline, (
+                    f"{count - len(results)} of {count} {what} sent nothing within {timeout} s, seed {seed}")
+                continue
+            assert "error" not in result, f"{result['error']}, seed {seed}"
+            results.append(result)
+        return results
+
     def reap(self) -> None:
+        # 10 s for all of them: after a failure, writers whose reports nobody reads cannot exit
+        # (their queue's pipe is full) and are killed
+        deadline = time.monotonic() + 10
         for process in self.processes:
-            process.join(timeout=10)
+            process.join(timeout=max(deadline - time.monotonic(), 0.0))
+        for process in self.processes:
             if process.is_alive():
                 process.kill()
                 process.join(timeout=10)
@@ -93,19 +117,23 @@ def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, poo
 
 def _writer(curriculum, index: int, queue) -> None:
     """Episodes of one worker, each reported as a wrapper would (for the accounting oracle)."""
-    curriculum.reseed(index)
-    rng = np.random.default_rng(index)
-    record = CompletionRecorder(curriculum, stats_interval=LIMITS.updates_per_writer).record
-    credited: Counter = Counter()
-    infos = []
-    for episode, score in enumerate(rng.random(LIMITS.updates_per_writer).tolist()):
-        task = curriculum.get_task()
-        info = completion_info(task, score, record)
-        info[EPISODE_RECORD_KEY] = EpisodeRecord(f"writer{index}", episode, dict(task.env_cfg), (score,),
-                                                 ENDED_TERMINAL, 1)
-        infos.append(info)
-        if not info["curriculum_stats/late_completions"]:
-            credited[task.task_id] += 1
+    infos: list[dict] = []
+    try:
+        curriculum.reseed(index)
+        rng = np.random.default_rng(index)
+        record = CompletionRecorder(curriculum, stats_interval=LIMITS.updates_per_writer).record
+        credited: Counter = Counter()
+        for episode, score in enumerate(rng.random(LIMITS.updates_per_writer).tolist()):
+            task = curriculum.get_task()
+            info = completion_info(task, score, record)
+            info[EPISODE_RECORD_KEY] = EpisodeRecord(f"writer{index}", episode, dict(task.env_cfg), (score,),
+                                                     ENDED_TERMINAL, 1)
+            infos.append(info)
+            if not info["curriculum_stats/late_completions"]:
+                credited[task.task_id] += 1
+    except Exception:  # named in the test's failure at once, not as a report that never came
+        queue.put({"error": f"writer {index} failed after {len(infos)} episodes: {traceback.format_exc()}"})
+        return
     queue.put({"credited": dict(credited), "infos": infos})
 
 
@@ -140,9 +168,9 @@ def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_fac
     try:
         readers = [children.start(_reader, curriculum, stop, queue) for _ in range(LIMITS.readers)]
         writers = [children.start(_writer, curriculum, i + 1, queue) for i in range(LIMITS.writers)]
-        results = [queue.get(timeout=120) for _ in writers]
+        results = children.collect(queue, len(writers), timeout=120, what="writers", seed=scenario_seed)
         stop.set()
-        results += [queue.get(timeout=60) for _ in readers]
+        results += children.collect(queue, len(readers), timeout=60, what="readers", seed=scenario_seed)
         for process in readers + writers:
             process.join(timeout=30)
             assert process.exitcode == 0, f"worker {process.name} exited with {process.exitcode}, seed {scenario_seed}"

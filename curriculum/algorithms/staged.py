@@ -4,10 +4,18 @@ The pool holds tasks of the current stage (plus a `previous_stage_mix` share of 
 the previous stage). A stage change refills the whole pool, so every task handed out after
 it belongs to the new stage; completions of tasks from before the change arrive as late
 completions and never count towards the new stage's window.
+
+The window mean is a running sum, so a record is O(1). A running sum carries the rounding of
+scores that have left the window: after a 0.739 came and went, a window of 1 and 0 summed to
+0.99999999999999989 and did not advance at a threshold of 0.5. So the sum is recomputed
+exactly (`math.fsum`) each time the window wraps, and before any decision whose mean lies
+within `_NEAR_THRESHOLD` of a threshold: a stage moves on the window's scores, not on its
+history.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -22,6 +30,9 @@ __all__ = ["StagedProgressionAlgorithm", "STAGE_COUNTERS"]
 STAGE_COUNTERS = ("stage", "stage_changes", "stage_episodes", "window_count", "window_pos", "advancements",
                   "regressions")
 _STAGE, _CHANGES, _EPISODES, _COUNT, _POS, _ADV, _REG = range(len(STAGE_COUNTERS))
+_NEAR_THRESHOLD = 1e-9
+"""A running window mean this close to a threshold is recomputed exactly before the decision
+(the running sum's own error stays far below it: it is resynchronised every window)."""
 
 
 class StagedProgressionAlgorithm(CurriculumAlgorithm):
@@ -84,17 +95,27 @@ class StagedProgressionAlgorithm(CurriculumAlgorithm):
             count += 1
         self._window[pos] = score
         total += score
+        pos += 1
+        if pos == window:  # a full window: start the next lap from its exact sum
+            pos = 0
+            total = math.fsum(self._window.tolist())
         self._window_sum[0] = total
-        c[_POS] = (pos + 1) % window
+        c[_POS] = pos
         c[_COUNT] = count
         if episodes < self.config.min_episodes:
             return POOL_UNCHANGED
         mean = total / count
-        if stage < self._last and mean >= self.config.advancement_threshold:
+        threshold = self.config.advancement_threshold
+        regression = self.config.regression_threshold
+        if abs(mean - threshold) <= _NEAR_THRESHOLD or (regression is not None
+                                                        and abs(mean - regression) <= _NEAR_THRESHOLD):
+            total = math.fsum(self._window[:count].tolist())
+            self._window_sum[0] = total
+            mean = total / count
+        if stage < self._last and mean >= threshold:
             self._set_stage(stage + 1)
             c[_ADV] += 1
             return POOL_REFILL
-        regression = self.config.regression_threshold
         if regression is not None and stage > 0 and mean < regression:
             self._set_stage(stage - 1)
             c[_REG] += 1

@@ -175,6 +175,21 @@ def hold_lock(name: str, held: Any, *, write: float | None = None) -> None:
     time.sleep(60)
 
 
+def relay_lock(name: str, started: Any, *, seconds: float, hold: float) -> None:
+    """Take the lock of a shared backend again and again for `seconds`, each time for `hold`
+    seconds and again at once after releasing it (a writer that keeps winning the race)."""
+    backend = SharedMemoryBackend.attach(name)
+    end = time.monotonic() + seconds
+    backend.lock.acquire()
+    started.set()
+    while time.monotonic() < end:
+        time.sleep(hold)
+        backend.lock.release()
+        backend.lock.acquire()
+    backend.lock.release()
+    backend.close()
+
+
 def hammer(curriculum: Curriculum, pairs: int, seed: int, lag: int, queue: Any) -> None:
     """`pairs` get/update pairs on a (shared) curriculum; reports what the worker saw.
 

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import attach_and_write, exact, hold_lock, lp_config
+from helpers import attach_and_write, exact, hold_lock, lp_config, relay_lock
 
 from curriculum import (
     Curriculum,
@@ -299,6 +299,28 @@ def test_a_live_holder_makes_acquire_time_out_with_a_clear_error_while_reads_go_
         holder.join(timeout=30)
     shared.lock.acquire()  # the dead holder's lock is gone
     shared.lock.release()
+
+
+@pytest.mark.multiprocessing
+def test_a_waiter_outrun_by_committing_writers_waits_on_past_the_timeout(shared: SharedMemoryBackend) -> None:
+    """The timeout is for a stuck holder: a writer that keeps taking the lock back the moment
+    it releases it (an flock is not fair) commits all along, and a waiter that loses the race
+    for three timeouts gets the lock when it stops, instead of a `LockTimeoutError`."""
+    context = multiprocessing.get_context("fork")
+    started = context.Event()
+    relay = context.Process(target=relay_lock, args=(shared.name, started), kwargs={"seconds": 1.0, "hold": 0.01},
+                            daemon=True)
+    relay.start()
+    try:
+        assert started.wait(timeout=30), "the child never took the lock"
+        began = time.monotonic()
+        shared.lock.acquire()  # LockTimeoutError after 0.3 s if the deadline ignored the commits
+        waited = time.monotonic() - began
+        shared.lock.release()
+    finally:
+        relay.join(timeout=30)
+    assert relay.exitcode == 0
+    assert waited < 5.0
 
 
 @pytest.mark.multiprocessing

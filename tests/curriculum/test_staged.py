@@ -3,10 +3,13 @@ the regression threshold, mix in the previous stage, and never let stale episode
 
 from __future__ import annotations
 
-from collections import Counter
+import math
+from collections import Counter, deque
 
 import pytest
 from helpers import staged_config
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from curriculum import Curriculum
 
@@ -49,6 +52,48 @@ def test_the_window_mean_decides_and_a_mean_below_the_threshold_never_advances()
     for ones in range(1, 9):
         _complete(curriculum, 1.0, 1)
         assert curriculum.stage == (1 if ones == 8 else 0), ones  # 8 of the last 10 at 1.0: mean 0.8
+
+
+def test_a_window_brought_to_the_threshold_by_scores_that_left_it_advances() -> None:
+    # a running sum keeps the rounding of 0.739 after it left the window: 1 + 0 summed to
+    # 0.99999999999999989, a mean just under 0.5
+    curriculum = Curriculum(staged_config(min_episodes=4, window=2, advancement_threshold=0.5, stages=2))
+    _complete(curriculum, 0.739, 1)
+    _complete(curriculum, 1.0, 1)
+    _complete(curriculum, 0.0, 1)
+    assert curriculum.stage == 0  # three episodes, min_episodes is 4
+    _complete(curriculum, 1.0, 1)
+    assert curriculum.stage == 1, curriculum.stats()  # the window holds 0.0 and 1.0: mean 0.5
+
+
+# exactly summable scores (0, 1, quarters) and ones that round (decimals): a running sum
+# mixes their rounding into later windows
+_SCORES = st.sampled_from([0.0, 1.0, 0.0, 1.0, 0.25, 0.5, 0.75, 0.1, 0.2, 0.3, 0.7, 0.739, 0.261])
+
+
+@settings(max_examples=300, deadline=None, derandomize=True, database=None)
+@given(scores=st.lists(_SCORES, min_size=1, max_size=40), window=st.integers(1, 4), min_episodes=st.integers(1, 6),
+       thresholds=st.sampled_from([(0.5, 0.25), (0.3, 0.1), (0.6, None), (0.75, 0.5)]))
+def test_the_stage_moves_on_the_window_scores_alone(scores: list[float], window: int, min_episodes: int,
+                                                    thresholds: tuple[float, float | None]) -> None:
+    """Replayed on the correctly rounded mean of each window (`math.fsum`): the stage after every
+    completion is the rule's, whatever scores came and left before."""
+    advance, regress = thresholds
+    curriculum = Curriculum(staged_config(n=1, stages=3, min_episodes=min_episodes, window=window,
+                                          advancement_threshold=advance, regression_threshold=regress))
+    stage, episodes, recent = 0, 0, deque(maxlen=window)
+    for i, score in enumerate(scores):
+        _complete(curriculum, score, 1)
+        episodes += 1
+        recent.append(score)
+        if episodes >= min_episodes:
+            mean = math.fsum(recent) / len(recent)
+            moved = +1 if stage < 2 and mean >= advance else -1 if regress is not None and stage > 0 and mean < regress \
+                else 0
+            if moved:
+                stage, episodes = stage + moved, 0
+                recent.clear()
+        assert curriculum.stage == stage, f"after completion {i} of {scores[:i + 1]}"
 
 
 def test_regresses_when_the_window_mean_falls_below_the_regression_threshold() -> None:

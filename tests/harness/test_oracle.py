@@ -452,5 +452,52 @@ def test_oracle_catches_planted_bug(bug: str, monkeypatch: pytest.MonkeyPatch) -
     assert "reported" in message, message
 
 
+def _running_sum_record(self: Any, slot: int, score: float, completions: int) -> int:
+    """Staged progression's rule on a plain running window sum, never resynchronised: within the
+    oracle's contract (rounding at a threshold may decide either way), and its sum drifts."""
+    from curriculum.algorithms.base import POOL_REFILL, POOL_UNCHANGED
+
+    c, window = self._counters, self.config.window
+    stage = c.item(0)
+    c[2] += 1  # stage_episodes
+    count, pos = c.item(3), c.item(4)
+    total = self._window_sum.item(0) - (self._window.item(pos) if count == window else 0.0) + score
+    self._window[pos] = score
+    self._window_sum[0] = total
+    c[3], c[4] = min(count + 1, window), (pos + 1) % window
+    if c.item(2) < self.config.min_episodes:
+        return POOL_UNCHANGED
+    mean = total / c.item(3)
+    if stage < self._last and mean >= self.config.advancement_threshold:
+        self._set_stage(stage + 1)
+        c[5] += 1
+        return POOL_REFILL
+    if stage > 0 and mean < self.config.regression_threshold:
+        self._set_stage(stage - 1)
+        c[6] += 1
+        return POOL_REFILL
+    return POOL_UNCHANGED
+
+
+def test_a_staged_decision_left_to_rounding_is_followed_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stage kept at a threshold by rounding is followed, and so is every later decision: a
+    window mean at a threshold after scores that round is at it either way, even when the
+    rounding score is the one the oracle replays after following the curriculum."""
+    from curriculum.algorithms.staged import StagedProgressionAlgorithm
+
+    monkeypatch.setattr(StagedProgressionAlgorithm, "record", _running_sum_record)
+    stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"stage": i}, {}, label=f"s{i}")))
+              for i in range(2)]
+    algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=0.5, regression_threshold=0.25,
+                                        min_episodes=4, window=2)
+    oracle = AccountingOracle(seed=0, context="test")
+    curriculum = oracle.watch(Curriculum(CurriculumConfig(algorithm=algorithm, num_active_tasks=1, seed=0)))
+    # the running sum keeps the rounding of scores that left the window: (1.0, 0.0) sums to just under 1
+    for score in (0.0, 0.2, 0.2, 0.3, 0.261, 0.7, 0.3, 0.0, 1.0, 0.0, 1.0, 0.261, 0.1, 0.2, 0.1):
+        curriculum.update_task_performance(curriculum.get_task().task_id, score)
+    curriculum.stats()
+    oracle.verify()
+
+
 def test_mean_return_is_the_default_score() -> None:
     assert mean_return((1.0, 2.0, 6.0)) == 3.0
