@@ -395,11 +395,18 @@ class SharedCurriculumVecEnv:
                    f"{'after' if finished else 'during'} its {running}; its traceback, if any, is on stderr")
 
     def _fail_stuck(self) -> None:
-        semaphores = self.vecenv.buf["semaphores"]
-        stuck = [i for i in self.vecenv.waiting_workers if semaphores[i] < pufferlib.vector.MAIN] or [0]
-        process = self._processes[stuck[0]]
-        self._fail(f"Vectorized worker {stuck[0]} (pid {process.pid}) is alive but did not finish its "
-                   f"{self._running[stuck[0]]} within worker_timeout={self.worker_timeout} s")
+        # the first waiting worker that has not arrived: still in its step, or done with it and
+        # flagged infos that never reached its pipe (stopped while sending them)
+        vecenv = self.vecenv
+        stuck = next((i for i in vecenv.waiting_workers if not _arrived(vecenv, i)), None)
+        if stuck is None:  # every waiting worker arrived while we looked: name them all
+            self._fail(f"Vectorized workers {sorted(vecenv.waiting_workers)} did not deliver a batch within "
+                       f"worker_timeout={self.worker_timeout} s")
+        process = self._processes[stuck]
+        done = vecenv.buf["semaphores"][stuck] >= pufferlib.vector.MAIN
+        what = f"send the infos of its {self._running[stuck]}" if done else f"finish its {self._running[stuck]}"
+        self._fail(f"Vectorized worker {stuck} (pid {process.pid}) is alive but did not {what} within "
+                   f"worker_timeout={self.worker_timeout} s")
 
     def _fail(self, what: str) -> None:
         message = f"{what}. The vecenv closed itself and stopped every worker; build a new one to continue"

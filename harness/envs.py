@@ -84,6 +84,10 @@ step (all are part of the wrappers' contract: the flag counts at any nesting dep
 INFO_FORMATS: Final = ("list", "dict")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts, or one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's)."""
+REWARD_WRITES: Final = ("every_step", "at_end")
+"""How an `ExactAccountingEnv` writes rewards: `every_step`, each agent's reward at every step
+of its episode; `at_end`, each agent's whole return at its done step and nothing at any other
+step (a sparse env that leaves its reward buffer as its `reset()` zeroed it)."""
 DONE_FLAG_MODES: Final = ("hold", "pulse")
 """`hold`: an agent's done flag stays set from its end until the episode ends; `pulse`: it is
 set at that one step only (a multi-agent env that reports each agent's end once)."""
@@ -341,7 +345,10 @@ class ExactAccountingEnv(_HarnessEnv):
     read at the agent's done step it is its return, read later it is not). `infos`
     (constructor, `INFO_FORMATS`): a list, or one dict at every step (`exact_accounting/step`
     on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
-    (zero), the keys of the ended episode's info. `fail_every_reset` (constructor): every n-th
+    (zero), the keys of the ended episode's info. `rewards` (constructor, `REWARD_WRITES`):
+    `at_end` writes each agent's return at its done step only and nothing else (no after-done
+    reward either: the buffer keeps what it held, which a wrapper must not count again).
+    `fail_every_reset` (constructor): every n-th
     `reset()` raises before starting anything (an env whose start fails now and then).
 
     The observation of agent i is `[length_i, reward_i, step_in_episode]`, so a test can see
@@ -364,11 +371,15 @@ class ExactAccountingEnv(_HarnessEnv):
         reports_returns: bool = False,
         desync_signal: str = "info",
         infos: str = "list",
+        rewards: str = "every_step",
         fail_every_reset: int = 0,
         buf: dict[str, np.ndarray] | None = None,
         seed: int | None = 0,
     ) -> None:
         num_agents = _positive_int("num_agents", num_agents)
+        if rewards not in REWARD_WRITES:
+            raise ValueError(f"Expected `rewards` to be one of {REWARD_WRITES!r}, received {rewards!r}")
+        self._at_end = rewards == "at_end"
         self._fail_every = _non_negative_int("fail_every_reset", fail_every_reset)
         self.resets_called = 0
         """`reset()` calls, failed ones included."""
@@ -434,8 +445,8 @@ class ExactAccountingEnv(_HarnessEnv):
         self._rewards_now = np.array(settings["reward_per_step"], dtype=np.float64)
         self._lengths_now = np.array(settings["episode_length"], dtype=np.int64)
         self._length = int(self._lengths_now.max())
-        self._uniform = self._num == 1 or (len(set(settings["episode_length"])) == 1
-                                           and len(set(settings["reward_per_step"])) == 1)
+        self._uniform = not self._at_end and (self._num == 1 or (len(set(settings["episode_length"])) == 1
+                                                                  and len(set(settings["reward_per_step"])) == 1))
 
     def _no_info(self) -> list[Any] | dict[str, Any]:
         """An ordinary step's infos: none in a list; with dict infos, the step number (an env
@@ -502,6 +513,16 @@ class ExactAccountingEnv(_HarnessEnv):
             if step < self._length:
                 return self.observations, self.rewards, self.terminals, self.truncations, self._no_info()
             flags.fill(True)
+        elif self._at_end:  # each agent's return at its done step; the buffer untouched otherwise
+            ending = self._lengths_now == step
+            paid = np.where(ending, self._rewards_now * self._lengths_now, 0.0)
+            np.copyto(self.rewards, paid, where=ending)
+            self._written += paid
+            self._returns += paid
+            self.total_reward += float(paid.sum())
+            flags[:] = ending if self._pulse else (self._lengths_now <= step)
+            if step < self._length:
+                return self.observations, self.rewards, self.terminals, self.truncations, self._no_info()
         else:
             running = self._lengths_now >= step
             paid = np.where(running, self._rewards_now, 0.0)

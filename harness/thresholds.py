@@ -149,6 +149,9 @@ class SharedTrackerLimits:
     shared tracker journals one by one (8), so it journals them all at once mid-update."""
     journal_history: int = 60
     """Updates committed before the stuck writer's, per task of its pool."""
+    journal_history_extra: int = 7
+    """And these more: a staged window as long as the pool then writes at a position other than
+    the slots the stuck writer touches (a window position mistaken for a slot shows)."""
     min_history_evictions: int = 4
     """Evictions the evicting history must make (the built-in: 12-41 at seeds 0-9)."""
     late_reports_per_writer: int = 5000
@@ -252,6 +255,10 @@ class RayServiceLimits:
     stage_vec_steps: int = 300
     """Vec steps of the stage-sync run (episodes of 5, 7, 9 steps, `STAGE_SYNC.min_episodes` 24
     per stage over 4 envs: the last stage is reached after roughly 80 vec steps)."""
+    vec_steps_after_last_stage: int = 24
+    """The stage-sync run stops this many vec steps after the service reached its last stage
+    (or after `stage_vec_steps`): each worker has then started more than `prefetch` episodes
+    of it (9 steps each, 2 envs per worker), and older-stage starts can only come before."""
     max_stale_starts_per_advancement: int = 2
     """Episodes of an older stage one worker may start after the service advanced: the
     client's documented staleness bound (`curriculum.ray_service`: a task handed out was drawn

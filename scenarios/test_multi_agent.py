@@ -26,7 +26,7 @@ import pytest
 
 from curriculum import BucketedTaskGenerator, CurriculumConfig, UniformConfig
 from curriculum.vector import make_curriculum_vecenv
-from harness.envs import ExactAccountingEnv
+from harness.envs import REWARD_WRITES, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.thresholds import MULTI_AGENT as LIMITS
 
@@ -148,22 +148,26 @@ def _weighted_score(returns: np.ndarray) -> float:
     return float(np.dot(returns, weights) / weights.sum())
 
 
+@pytest.mark.parametrize("rewards", REWARD_WRITES)
 @pytest.mark.parametrize("score", ["mean", "score_fn"])
 @pytest.mark.parametrize("done_flags", ["hold", "pulse"])
 @pytest.mark.parametrize("num_agents", [1, 2, 4, 8])
 def test_every_agent_count_scores_each_episode_once(curriculum_factory, curriculum_env_class, scenario_seed,
-                                                    num_agents, done_flags, score, oracle) -> None:
+                                                    num_agents, done_flags, score, rewards, oracle) -> None:
     """Other agent counts, and a `score_fn` that weighs the agents differently: a wrapper
     picks its step path by how many agents there are, whether the env reports returns and
-    whether the score needs each agent's return, so every combination must score the same."""
+    whether the score needs each agent's return, so every combination must score the same.
+    `at_end`: a sparse env that writes each return at its agent's done step and nothing in
+    between, relying on its `reset()` having zeroed the reward buffer (a wrapper that shows the
+    trainer the ended step's rewards across an auto-reset must put the env's back)."""
     score_fn = _weighted_score if score == "score_fn" else None
-    context = f"{num_agents} agent(s), {done_flags} flags, {score}"
+    context = f"{num_agents} agent(s), {done_flags} flags, {score}, rewards {rewards}"
     watcher = oracle(context=context, score_fn=score_fn)
     curriculum = curriculum_factory(agent_config(scenario_seed, num_agents))
     env = curriculum_env_class(
         ExactAccountingEnv(num_agents=num_agents, done_flags=done_flags, after_done_reward=LIMITS.after_done_reward,
                            reports_returns=done_flags == "hold", infos="list" if done_flags == "hold" else "dict",
-                           seed=scenario_seed),
+                           rewards=rewards, seed=scenario_seed),
         watcher.watch(curriculum), seed=scenario_seed, score_fn=score_fn, stats_interval=LIMITS.stats_interval)
     try:
         env.reset()

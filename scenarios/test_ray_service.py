@@ -211,11 +211,16 @@ def test_workers_never_run_ahead_of_the_service_and_lag_at_most_their_queue(
         # stale[(worker, s)]: the worker's starts of a stage below s once the service had reached s
         stale_starts: Counter = Counter()
         ended = 0
+        last_reached = None  # the vec step at which the service reached its last stage
         for step in range(1, LIMITS.stage_vec_steps + 1):
+            if last_reached is not None and step - last_reached > LIMITS.vec_steps_after_last_stage:
+                break
             obs, _, terminals, truncations, infos = vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
             watcher.observe(infos)
             stage_now = service_stage()
             stage_history.append(stage_now)
+            if stage_now == last and last_reached is None:
+                last_reached = step
             done = np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)
             ended += int(done.sum())
             for env_index, (finished, o) in enumerate(zip(done, obs.reshape(LIMITS.num_envs, -1))):

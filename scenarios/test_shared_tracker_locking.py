@@ -37,6 +37,8 @@ from curriculum import (
     LearningProgressConfig,
     LockTimeoutError,
     SingleTaskGenerator,
+    Stage,
+    StagedProgressionConfig,
     UniformConfig,
 )
 from curriculum import memory
@@ -94,13 +96,20 @@ class _Children:
 
 
 def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, pool: int = LIMITS.pool,
-                       evicting: bool = False):
+                       evicting: bool = False, staged: bool = False):
     """A shared curriculum; `evicting`: learning progress over learnable and impossible tasks,
-    which evicts and remembers the configurations of evicted tasks (rarely written arrays)."""
+    which evicts and remembers the configurations of evicted tasks (rarely written arrays);
+    `staged`: staged progression whose window of recent scores is as long as the pool (an
+    array of pool length not indexed by slot), never advancing."""
     parameters = inspect.signature(curriculum_factory).parameters
     require_capability("shared_memory" in parameters,
                        "this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
-    if evicting:
+    if staged:
+        stages = [Stage(f"s{i}", LabelledTaskGenerator(SingleTaskGenerator({"level": i}, label=f"s{i}")))
+                  for i in range(2)]
+        algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=0.5, min_episodes=10**9, window=pool)
+        config = CurriculumConfig(algorithm=algorithm, num_active_tasks=pool, seed=seed)
+    elif evicting:
         space = impossible_task_space(num_learnable=4, num_impossible=4 * pool, seed=seed)
         config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(min_samples_for_lp=2),
                                   num_active_tasks=pool, seed=seed, refresh_interval=4, min_presentations=3,
@@ -404,28 +413,37 @@ def _other_rows(capacity: int, slot: int, rows: str) -> list[int]:
     return list(range(capacity)) if rows == "all" else [(slot + 1) % capacity]
 
 
-def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go=None) -> None:
+def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go=None, *,
+                     through_curriculum: bool = False) -> None:
     """A writer stuck inside an update: it wrote slot `slot` twice, then the next slot ("few"
     rows) or every slot of the pool ("all": more rows than one update usually touches), put a
     new task into the slot after the next, and never committed (with `go`: committed once
-    `go` was set)."""
+    `go` was set). `through_curriculum`: the completions go through `update_task_performance`,
+    so the algorithm writes its own arrays too, all in the one open update."""
     tracker = curriculum.tracker
-    tracker.lock.acquire()
-    tracker.record(slot, 1.0)
-    tracker.record(slot, 0.0)
+    lock = tracker.lock
+    lock.acquire()
+    release = lock.release
+    if through_curriculum:
+        lock.release = lambda: None  # (this process only) each update joins the open one
+        record = lambda s, score: curriculum.update_task_performance(tracker.task_id_at(s), score)  # noqa: E731
+    else:
+        record = tracker.record
+    record(slot, 1.0)
+    record(slot, 0.0)
     for other in _other_rows(tracker.capacity, slot, rows):
-        tracker.record(other, 1.0)
+        record(other, 1.0)
     tracker.assign((slot + 2) % tracker.capacity, UNCOMMITTED_TASK_ID, evicted=True)  # a task put in, never committed
     ready.set()
     if go is not None and go.wait(seconds):
-        tracker.lock.release()
+        release()
         return
     time.sleep(seconds)
 
 
 @pytest.mark.parametrize("end", ["killed", "commits"])
 @pytest.mark.parametrize("rows", ["few", "all"])
-@pytest.mark.parametrize("history", ["uniform", "evicting"])
+@pytest.mark.parametrize("history", ["uniform", "evicting", "staged"])
 def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory, require_capability,
                                                               scenario_seed, history, rows, end) -> None:
     """Lock-free readers see a stuck writer's open update as not yet made; a writer killed
@@ -435,15 +453,18 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     `LIMITS.journal_pool`-task pool ("all": the rows journaled at once). `evicting`: the updates
     committed before it evicted tasks many times, each writing the memory of evicted
     configurations (arrays a transaction saves only when it writes them), which must survive
-    the rollback as committed."""
+    the rollback as committed. `staged`: a window of recent scores as long as the pool, written
+    at its own position, not by slot. Lock-free reads of every task's numbers (touched by the
+    open update or not) return the committed ones."""
     evicting = history == "evicting"
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
-                                    evicting=evicting)
+                                    evicting=evicting, staged=history == "staged")
     tracker = curriculum.tracker
     holder = None
     try:
         rng = np.random.default_rng(scenario_seed)
-        for score in rng.random(LIMITS.journal_history * LIMITS.journal_pool).tolist():
+        history_length = LIMITS.journal_history * LIMITS.journal_pool + LIMITS.journal_history_extra
+        for score in rng.random(history_length).tolist():
             task = curriculum.get_task()
             stagnant = evicting and task.label != "learnable"  # an impossible task never pays
             curriculum.update_task_performance(task.task_id, 0.0 if stagnant else score)
@@ -458,14 +479,17 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         committed_stats = tracker.task_stats(slot, task_id)
         committed, committed_total = tracker.snapshot(), tracker.total_completions
         committed_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
+        committed_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
 
         ready, go = CTX.Event(), CTX.Event()
         holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0,
-                                                            go if end == "commits" else None), daemon=True)
+                                                            go if end == "commits" else None),
+                             kwargs={"through_curriculum": history == "staged"}, daemon=True)
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
         seen_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
+        seen_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
         assert seen_ids == committed_ids, (
             f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update that put "
             f"task {UNCOMMITTED_TASK_ID} in; committed: {committed_ids}, seed {scenario_seed}"
@@ -473,6 +497,12 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         assert seen_stats == committed_stats, (
             f"a lock-free read of task {task_id} returned {seen_stats} while a writer held an open update; the "
             f"committed (completions, mean, last score) are {committed_stats}, seed {scenario_seed}"
+        )
+        stale = [f"slot {s}: {seen_tasks[s]} vs {committed_tasks[s]}" for s in range(tracker.capacity)
+                 if seen_tasks[s] != committed_tasks[s]]
+        assert not stale, (
+            f"lock-free reads of {len(stale)} of {tracker.capacity} tasks' (completions, mean, last score) differed "
+            f"from the committed ones while a writer held an open update: {stale[:4]}, seed {scenario_seed}"
         )
         for name, values in committed.items():
             assert np.array_equal(seen[name], values), (

@@ -9,6 +9,7 @@ see which task an episode really ran. Like the harness envs it never resets itse
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -207,11 +208,21 @@ class EnvFailure(RuntimeError):
     """What `ScriptedFailuresEnv` and `FaultyEnv` raise."""
 
 
+class StopsWhenSent:
+    """An info value that stops its own process (SIGSTOP) when it is pickled: a vector worker
+    frozen after flagging its infos and before they reach its pipe."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return int, (0,)
+
+
 class FaultyEnv(FixedEpisodeEnv):
     """FixedEpisodeEnv that raises `EnvFailure` at its `fail_at`-th call of `fail_in` ("step"
     or "reset"; None never fails), or with `fail_in="info"` returns an info a vector worker
-    cannot send (it holds a lambda) from that step; sleeps `step_delay` seconds in every step
-    (so a test can act while a worker is inside one)."""
+    cannot send (it holds a lambda) from that step, or with `fail_in="freeze-in-info"` one that
+    stops the worker while it sends it (`StopsWhenSent`); sleeps `step_delay` seconds in every
+    step (so a test can act while a worker is inside one)."""
 
     def __init__(self, *, fail_in: str | None = None, fail_at: int = 1, step_delay: float = 0.0,
                  **kwargs: Any) -> None:
@@ -237,6 +248,8 @@ class FaultyEnv(FixedEpisodeEnv):
         obs, rewards, terminals, truncations, infos = super().step(actions)
         if self.fail_in == "info" and self.calls["step"] == self.fail_at:
             infos = [*infos, {"unsendable": lambda: None}]
+        elif self.fail_in == "freeze-in-info" and self.calls["step"] == self.fail_at:
+            infos = [*infos, {"freezes_its_sender": StopsWhenSent()}]
         return obs, rewards, terminals, truncations, infos
 
 

@@ -218,6 +218,24 @@ def test_a_stuck_worker_is_reported_after_worker_timeout(curriculum: Curriculum,
     fault_figure(f"vector_sigstop_worker_timeout_{STUCK_TIMEOUT}_s", latency, "s from the SIGSTOP to WorkerProcessError")
 
 
+@pytest.mark.parametrize("mode", ["sync", "async-block"])
+def test_a_worker_frozen_while_sending_its_infos_is_the_one_named(curriculum: Curriculum, mode: str) -> None:
+    """A worker stopped after flagging its infos and before they reach its pipe: the others
+    arrived, so the one named is the one whose infos never came, not worker 0."""
+    vecenv = make_curriculum_vecenv(make_faulty_env("freeze-in-info", fail_at=2), curriculum,
+                                    backend="Multiprocessing", num_envs=NUM_ENVS, worker_timeout=STUCK_TIMEOUT,
+                                    **MODES[mode])
+    with vecenv:
+        vecenv.reset()
+        victim = vecenv.vecenv.processes[worker_of_fault_seed(vecenv)]
+        error, _ = step_until_error(vecenv, fault_time=lambda: None)
+        assert str(error) == (
+            f"Vectorized worker {worker_of_fault_seed(vecenv)} (pid {victim.pid}) is alive but did not send the infos "
+            f"of its step within worker_timeout={STUCK_TIMEOUT} s. The vecenv closed itself and stopped every worker; "
+            "build a new one to continue")
+        assert_closed_and_refusing(vecenv, error)
+
+
 # ---- separate interpreters ----------------------------------------------------------------------
 _PRELUDE = f"""
 import os, sys, time

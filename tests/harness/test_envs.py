@@ -248,6 +248,24 @@ def test_exact_accounting_agents_end_at_their_own_steps(done_flags: str) -> None
     assert env.total_reward == 4.75
 
 
+def test_exact_accounting_at_end_writes_each_return_once_and_leaves_the_buffer_alone() -> None:
+    env = ExactAccountingEnv(num_agents=3, reward_per_step=[1.0, 0.5, 0.25], episode_length=[2, 4, 3],
+                             after_done_reward=0.5, rewards="at_end")
+    env.reset()
+    paid = []
+    for _ in range(4):
+        _, rewards, _, _, infos = env.step(np.zeros(3, dtype=np.int32))
+        paid.append(rewards.tolist())
+    # each return at its agent's done step; a done agent's stays in the buffer, unwritten
+    assert paid == [[0.0, 0.0, 0.0], [2.0, 0.0, 0.0], [2.0, 0.0, 0.75], [2.0, 2.0, 0.75]]
+    assert infos[0][EPISODE_RECORD_KEY].returns == (2.0, 2.0, 0.75) and env.total_reward == 4.75
+    env.reset()
+    assert env.rewards.tolist() == [0.0] * 3
+    with pytest.raises(ValueError, match=re.escape("Expected `rewards` to be one of ('every_step', 'at_end'), "
+                                                   "received 'sparse'")):
+        ExactAccountingEnv(rewards="sparse")
+
+
 def test_exact_accounting_after_done_rewards_are_in_no_return_but_in_the_reported_totals() -> None:
     env = ExactAccountingEnv(num_agents=3, reward_per_step=[1.0, 0.5, 0.25], episode_length=[2, 4, 3],
                              after_done_reward=0.5, reports_returns=True)
