@@ -150,6 +150,43 @@ def pytest_configure(config: pytest.Config) -> None:
     _STATE.__init__()  # a new session (pytester runs several in one process)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep `--dist loadgroup` grouping under pytest >= 9.2.
+
+    pytest-xdist's workers append `@<group>` to the node id of each test marked `xdist_group`,
+    and its scheduler sends the tests of one group to one worker. Since pytest 9.2 keeps node
+    ids structured, xdist 3.8's write to the old attribute is lost and every group is split
+    across workers without a word (pytest-dev/pytest-xdist#1386): two Ray suites then start
+    two local clusters at once, and the checks of one statistical setup each rerun its seeds.
+    Where the suffix is missing, it is put into the structured id here.
+    """
+    if not getattr(config.option, "loadgroup", False):  # set by xdist in its workers under --dist loadgroup
+        return
+    for item in items:
+        names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
+                        for mark in item.iter_markers("xdist_group")})
+        nodeid = item.nodeid
+        if not names or _group_suffix_at(nodeid) >= 0:
+            continue
+        from _pytest.nodeid import NodeId  # only pytest >= 9.2 has structured ids, and only there is it needed
+
+        item._id = NodeId.parse(f"{nodeid}@{'_'.join(names)}")
+
+
+def _group_suffix_at(nodeid: str) -> int:
+    """Where xdist's `@<group>` suffix starts in `nodeid`, or -1 (its own rule: an `@` after
+    the parameters' closing bracket)."""
+    at = nodeid.rfind("@")
+    return at if at > nodeid.rfind("]") and at > nodeid.rfind("::") else -1
+
+
+def test_id(nodeid: str) -> str:
+    """`nodeid` without xdist's `@<group>` suffix: the test's name in reports and expectations."""
+    at = _group_suffix_at(nodeid)
+    return nodeid if at < 0 else nodeid[:at]
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _record_report(report, _STATE)
 
@@ -157,10 +194,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def _record_report(report: pytest.TestReport, state: _State) -> None:
+    name = test_id(report.nodeid)
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        state.outcomes[report.nodeid] = "skipped" if report.skipped else report.outcome
+        state.outcomes[name] = "skipped" if report.skipped else report.outcome
     elif report.when == "teardown" and report.outcome == "failed":
-        state.outcomes[report.nodeid] = "failed"
+        state.outcomes[name] = "failed"
     if report.when != "call":
         return
     for key, value in report.user_properties:

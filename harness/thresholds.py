@@ -163,7 +163,10 @@ class SharedTrackerLimits:
     """Completions the parent records before it pickles the curriculum, after (before the copies
     unpickle it), and while they write."""
     lock_timeout: float = 1.0
-    """Seconds a writer waits for a lock held by a live, stuck process before it errors."""
+    """Seconds a writer waits for a lock held by a live, stuck process before it errors (the
+    checks that expect a stuck holder or a leaked lock; the others use the library's default:
+    under load on two cores, a holder among eight contending writers was once descheduled with
+    the lock for over 1 s)."""
     max_wait_after_kill: float = 5.0
     """Seconds the survivors may take to finish once the lock holder was SIGKILLed."""
 

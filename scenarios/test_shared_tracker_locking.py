@@ -96,11 +96,13 @@ class _Children:
 
 
 def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, pool: int = LIMITS.pool,
-                       evicting: bool = False, staged: bool = False):
+                       evicting: bool = False, staged: bool = False, lock_timeout: float | None = None):
     """A shared curriculum; `evicting`: learning progress over learnable and impossible tasks,
     which evicts and remembers the configurations of evicted tasks (rarely written arrays);
     `staged`: staged progression whose window of recent scores is as long as the pool (an
-    array of pool length not indexed by slot), never advancing."""
+    array of pool length not indexed by slot), never advancing. `lock_timeout`: only for a
+    check that waits on a stuck holder; the others keep the factory's default, since on two
+    busy cores a holder descheduled amid eight contending writers kept the lock over a second."""
     parameters = inspect.signature(curriculum_factory).parameters
     require_capability("shared_memory" in parameters,
                        "this curriculum factory takes no `shared_memory` option, so it has no shared tracker to test")
@@ -117,7 +119,7 @@ def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, poo
     else:
         config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
                                   algorithm=UniformConfig(), num_active_tasks=pool, seed=seed)
-    options = {"lock_timeout": LIMITS.lock_timeout} if "lock_timeout" in parameters else {}
+    options = {"lock_timeout": lock_timeout} if lock_timeout is not None and "lock_timeout" in parameters else {}
     try:
         return curriculum_factory(config, shared_memory=True, **options)
     except (CurriculumConfigError, NotImplementedError) as error:
@@ -354,7 +356,8 @@ def _hold_lock(curriculum, ready, seconds: float) -> None:
 
 def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory, require_capability,
                                                               scenario_seed) -> None:
-    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed,
+                                    lock_timeout=LIMITS.lock_timeout)
     holder = None
     try:
         task = curriculum.get_task()
@@ -585,7 +588,8 @@ def _bad_then_good(curriculum, index: int, barrier, queue) -> None:
 
 def test_bad_input_from_any_process_leaves_the_lock_free(curriculum_factory, require_capability,
                                                          scenario_seed) -> None:
-    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed,
+                                    lock_timeout=LIMITS.lock_timeout)  # a leaked lock is a stuck holder
     children = _Children()
     try:
         queue, barrier = CTX.Queue(), CTX.Barrier(LIMITS.writers)

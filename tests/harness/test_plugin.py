@@ -240,3 +240,37 @@ def test_check_statistic_states_mean_seeds_limit_and_worst_seed(pytester: pytest
     }
     assert report["checks"]["one_run"]["margin"] == 0.5
     assert report["tests"] == {"test_stat.py::test_check[seed0]": "failed"}
+
+
+GROUPED = """
+import os
+
+import pytest
+
+
+@pytest.mark.parametrize("group", [pytest.param(g, marks=pytest.mark.xdist_group(g)) for g in "ab" * 3])
+def test_grouped(group, tmp_path_factory):
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(os.path.join(os.environ["GROUPS_LOG"], f"{group}-{worker}-{os.getpid()}"), "w"):
+        pass
+"""
+
+
+def test_tests_of_one_xdist_group_run_in_one_worker(pytester: pytest.Pytester, tmp_path, monkeypatch) -> None:
+    """`--dist loadgroup` keeps each group on one worker (pytest >= 9.2 lost the node id
+    suffix pytest-xdist groups by; the plugin puts it back), and reports name the tests
+    without it."""
+    pytester.makepyfile(test_g=GROUPED)
+    monkeypatch.setenv("GROUPS_LOG", str(tmp_path))
+    margins = tmp_path / "margins.json"
+    result = pytester.runpytest_subprocess(*INNER, "-n", "2", "--dist", "loadgroup", f"--gate-margins={margins}")
+    result.assert_outcomes(passed=6)
+    workers = {}
+    for entry in tmp_path.iterdir():
+        if entry.name != "margins.json":
+            group, worker, _ = entry.name.split("-")
+            workers.setdefault(group, set()).add(worker)
+    assert workers.keys() == {"a", "b"} and all(len(w) == 1 for w in workers.values()), workers
+    tests = json.loads(margins.read_text())["tests"]
+    assert sorted(tests) == [f"test_g.py::test_grouped[{g}{i}]" for g, i in
+                             (("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1), ("b", 2))], sorted(tests)
