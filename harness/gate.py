@@ -22,6 +22,7 @@ import fnmatch
 import importlib.util
 import json
 import math
+import re
 import sys
 import tomllib
 import xml.etree.ElementTree as ET
@@ -44,6 +45,8 @@ __all__ = [
     "suites_dir",
     "pytest_command",
     "read_outcome",
+    "group_suffix_at",
+    "without_group",
     "load_expectations",
     "compare_outcomes",
     "render_report",
@@ -179,7 +182,30 @@ def _test_id(classname: str, name: str) -> str:
     parts = classname.split(".")
     modules = [i for i, part in enumerate(parts) if part.startswith("test_")]
     start = modules[0] if modules else max(len(parts) - 1, 0)
-    return "::".join([*parts[start:], name])
+    return without_group("::".join([*parts[start:], name]))
+
+
+def group_suffix_at(nodeid: str) -> int:
+    """Where pytest-xdist's `@<group>` suffix (added to grouped tests under `--dist loadgroup`)
+    starts in `nodeid`, or -1; xdist's own rule: an `@` after the parameters' closing bracket."""
+    at = nodeid.rfind("@")
+    return at if at > nodeid.rfind("]") and at > nodeid.rfind("::") else -1
+
+
+_GROUP_SUFFIX: Final = re.compile(r"@[\w.-]+\]?$")
+
+
+def without_group(name: str) -> str:
+    """`name` (a node id, or a JUnit test name) without pytest-xdist's `@<group>` suffix: the
+    test's name in reports and expected-outcome files. JUnit puts a suffixed node id's
+    parameters back in brackets, suffix and all (`test[seed0]@ray]`)."""
+    match = _GROUP_SUFFIX.search(name)
+    if match is None:
+        return name
+    head = name[:match.start()]
+    if match.group().endswith("]"):  # the JUnit form, or an `@` inside the parameters
+        return head if head.endswith("]") else name
+    return head if "[" not in head or head.endswith("]") else name
 
 
 def _message(element: ET.Element) -> str:

@@ -24,6 +24,8 @@ from typing import Any
 
 import pytest
 
+from harness.gate import group_suffix_at, without_group
+
 __all__ = [
     "load_object",
     "MARGIN_PROPERTY",
@@ -167,24 +169,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         names = sorted({str(mark.args[0] if mark.args else mark.kwargs.get("name", "default"))
                         for mark in item.iter_markers("xdist_group")})
         nodeid = item.nodeid
-        if not names or _group_suffix_at(nodeid) >= 0:
+        if not names or group_suffix_at(nodeid) >= 0:
             continue
         from _pytest.nodeid import NodeId  # only pytest >= 9.2 has structured ids, and only there is it needed
 
         item._id = NodeId.parse(f"{nodeid}@{'_'.join(names)}")
-
-
-def _group_suffix_at(nodeid: str) -> int:
-    """Where xdist's `@<group>` suffix starts in `nodeid`, or -1 (its own rule: an `@` after
-    the parameters' closing bracket)."""
-    at = nodeid.rfind("@")
-    return at if at > nodeid.rfind("]") and at > nodeid.rfind("::") else -1
-
-
-def test_id(nodeid: str) -> str:
-    """`nodeid` without xdist's `@<group>` suffix: the test's name in reports and expectations."""
-    at = _group_suffix_at(nodeid)
-    return nodeid if at < 0 else nodeid[:at]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -194,7 +183,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def _record_report(report: pytest.TestReport, state: _State) -> None:
-    name = test_id(report.nodeid)
+    name = without_group(report.nodeid)
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         state.outcomes[name] = "skipped" if report.skipped else report.outcome
     elif report.when == "teardown" and report.outcome == "failed":

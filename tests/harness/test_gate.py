@@ -20,6 +20,7 @@ from harness.gate import (
     load_expectations,
     read_outcome,
     render_report,
+    without_group,
 )
 
 JUNIT = """\
@@ -28,7 +29,7 @@ JUNIT = """\
 <testcase classname="scenarios.test_dependency_chain" name="test_chain[seed0]" time="3.0">
   <failure message="AssertionError: mastering all 10 chain tasks took 19250 episodes, a ratio of 1.00, limit at most 0.95, seed 0&#10;assert False">traceback</failure>
 </testcase>
-<testcase classname="scenarios.test_eviction_health" name="test_pool[seed0]" time="0.1">
+<testcase classname="scenarios.test_eviction_health" name="test_pool[seed0]@pool]" time="0.1">
   <skipped type="pytest.skip" message="eviction health inspects the pool; this curriculum lacks ['task_scores']">skip</skipped>
 </testcase>
 <testcase classname="scenarios.test_curriculum_state_machine.TestCurriculumStateMachine" name="runTest" time="5.0"/>
@@ -63,7 +64,7 @@ def test_outcome_is_read_per_test_with_its_message(reports: tuple[Path, Path]) -
         ("test_dependency_chain::test_chain[seed0]", "failed",
          "AssertionError: mastering all 10 chain tasks took 19250 episodes, a ratio of 1.00, limit at most 0.95, "
          "seed 0"),
-        ("test_eviction_health::test_pool[seed0]", "skipped",
+        ("test_eviction_health::test_pool[seed0]", "skipped",  # named without xdist's `@<group>` suffix
          "eviction health inspects the pool; this curriculum lacks ['task_scores']"),
         ("test_curriculum_state_machine::TestCurriculumStateMachine::runTest", "passed", ""),
         ("test_forgetting::test_revisit[seed0]", "failed",  # a pass, then a teardown error: failed
@@ -74,6 +75,14 @@ def test_outcome_is_read_per_test_with_its_message(reports: tuple[Path, Path]) -
     assert [(c.name, c.margin, c.where) for c in outcome.checks] == [
         ("chain_ratio_to_uniform", -0.0526, "seed 0"), ("forgotten_task_share", 0.14, "mean over seeds 0-3")]
     assert not outcome.passed
+
+
+@pytest.mark.parametrize(("name", "test"), [
+    ("test_x[seed0]@ray", "test_x[seed0]"), ("test_x[seed0]@ray]", "test_x[seed0]"), ("test_x@ray", "test_x"),
+    ("test_x[a@b]", "test_x[a@b]"), ("test_x[seed0]", "test_x[seed0]"), ("m.py::test_x[a@b]@g", "m.py::test_x[a@b]"),
+])
+def test_tests_are_named_without_the_xdist_group(name: str, test: str) -> None:
+    assert without_group(name) == test
 
 
 def test_report_lists_suites_failures_with_numbers_skips_with_reasons_and_margins(reports: tuple[Path, Path]) -> None:
