@@ -97,6 +97,15 @@ def _uninterrupted(curriculum_factory, require_capability, oracle, config, space
     return curriculum, trace
 
 
+def _reported(curriculum) -> dict[str, Any]:
+    """What a curriculum tells its user about itself: `stats()` and, where it has one, its
+    sampling distribution (as plain JSON values, so any two can be compared)."""
+    reported = dict(curriculum.stats())
+    if callable(getattr(curriculum, "sampling_probabilities", None)):
+        reported["sampling_probabilities()"] = curriculum.sampling_probabilities()
+    return json.loads(json.dumps(reported, default=lambda value: getattr(value, "tolist", lambda: repr(value))()))
+
+
 def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle, make_space, config,
                   what: str, play: Any = None, checkpoints: int = 1) -> tuple[Any, Any, list[tuple[int, float]]]:
     """Run `make_space()` uninterrupted and again through checkpoints (JSON, each restored into a
@@ -118,8 +127,14 @@ def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle,
     trace = player(resumed, space_b.simulator, at[0])
     for start, end in zip(at, [*at[1:], total]):
         saved = json.loads(json.dumps(resumed.get_state()))  # a checkpoint goes through a file
+        reported = _reported(resumed)
         resumed = curriculum_factory(config(space_b))
         resumed.load_state(saved)
+        restored = _reported(resumed)
+        differ = {key: (value, restored.get(key)) for key, value in reported.items() if restored.get(key) != value}
+        assert not differ, (
+            f"{what}: right after load_state, the restored curriculum reports other numbers than the one checkpointed "
+            f"after {start} episodes (checkpointed, restored): {differ}, seed {scenario_seed}")
         after = player(resumed, space_b.simulator, end - start)
         trace += after
 
