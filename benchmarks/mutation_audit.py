@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MUTATIONS = ROOT / "benchmarks" / "mutations"
 GATE = ("-m", "pytest", "scenarios/", "--ignore=scenarios/test_ray_service.py", "-n", "2", "--dist", "loadgroup",
         "-q", "-p", "no:cacheprovider")
+GATE_TIMEOUT = 600
+"""Seconds a gate run may take (about 50 unmodified) before it counts as hung."""
 _SUMMARY = re.compile(r"(\d+) (failed|passed|errors?)")
 
 
@@ -58,8 +60,12 @@ def run_gate(patch: Path | None) -> dict[str, object]:
             if applied.returncode:  # the library moved on under the patch: rewrite it
                 return {"stale": True, "summary": applied.stderr.strip()}
         started = time.monotonic()
-        gate = subprocess.run([sys.executable, *GATE], cwd=tree, capture_output=True, text=True,
-                              env={**os.environ, "PYTHONPATH": str(tree)})
+        try:
+            gate = subprocess.run([sys.executable, *GATE], cwd=tree, capture_output=True, text=True,
+                                  env={**os.environ, "PYTHONPATH": str(tree)}, timeout=GATE_TIMEOUT)
+        except subprocess.TimeoutExpired:  # a gate that hangs fails CI too, but names nothing: fix the check
+            return {"failed": 1, "passed": 0, "returncode": None, "seconds": GATE_TIMEOUT,
+                    "summary": f"the gate did not finish within {GATE_TIMEOUT} s"}
         seconds = time.monotonic() - started
     last = gate.stdout.strip().splitlines()[-1] if gate.stdout.strip() else gate.stderr.strip()[-200:]
     counts = {kind.rstrip("s"): int(n) for n, kind in _SUMMARY.findall(last)}

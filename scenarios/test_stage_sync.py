@@ -307,10 +307,16 @@ def test_a_stage_published_while_a_worker_reads_reaches_it_at_its_next_draw(curr
     require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no stage to broadcast")
     worker = pickle.loads(pickle.dumps(main))  # the worker's copy, made before the main process moved on
     states = [main.sync_state()]
-    while len(states) < LIMITS.published_while_read:
+    budget = LIMITS.published_while_read * LIMITS.min_episodes * 10  # completions of score 1.0 (a bound: no hang)
+    for _ in range(budget):
         main.update_task_performance(main.get_task().task_id, 1.0)
         if main.sync_state() != states[-1]:
             states.append(main.sync_state())
+        if len(states) == LIMITS.published_while_read:
+            break
+    assert len(states) == LIMITS.published_while_read, (
+        f"the staged curriculum changed its broadcast state {len(states) - 1} times in {budget} completions of score "
+        f"1.0 (min_episodes {LIMITS.min_episodes}); expected {LIMITS.published_while_read - 1}, seed {scenario_seed}")
     env = CurriculumEnv(ExactAccountingEnv(), worker, local_tracking=False, stage_source=_PublishedWhileRead(states),
                         score_fn=full_score)
     env.reset(seed=scenario_seed)
