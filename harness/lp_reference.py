@@ -12,12 +12,19 @@ configurations, or that is scored in another range than [0, 1], is not covered.
 
 from __future__ import annotations
 
+import copy
 import math
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
 
 from curriculum import LearningProgressConfig
+from curriculum.algorithms.learning_progress import LP_COUNTERS, STATE_FIELDS
 
-__all__ = ["reference_learning_progress"]
+__all__ = ["LPState", "read_state", "reference_learning_progress", "reference_probabilities", "reference_record",
+           "state_differences"]
 
 
 def reference_learning_progress(scores: Sequence[float], config: LearningProgressConfig) -> float:
@@ -53,3 +60,251 @@ def reference_learning_progress(scores: Sequence[float], config: LearningProgres
     k2 = a_f / (2 - a_f) + a_s / (2 - a_s) - 2 * a_f * a_s / (a_f + a_s - a_f * a_s)
     gap = max(abs(fast - slow), peak - slow)
     return max(gap - config.noise_z * math.sqrt(max(k2, 0.0)) * math.sqrt(var), 0.0)
+
+
+# ---- the whole algorithm, one transition at a time ---------------------------------------------
+#
+# The module docstring of `curriculum.algorithms.learning_progress` states what a completion does
+# to the statistics of its task and to the pool's shared tables (budgets renewed at a mastery,
+# frontier practice, label usefulness and retries), and how the sampling distribution follows
+# from those statistics (exploration floor, cold, revisit and retry budgets, learning progress,
+# the frontier and the fallback when nothing learns). The functions below restate those rules
+# plainly, task by task, on a copy of the algorithm's state, so a check can hold each completion
+# and each refresh of the library to them.
+
+
+@dataclass
+class LPState:
+    """A copy of the learning-progress state of a pool: one dict of `STATE_FIELDS` per slot,
+    each slot's configuration key and label index (+1; 0 unknown), and the shared tables."""
+
+    rows: list[dict[str, float]]
+    keys: list[int]
+    labels: list[int]
+    usefulness: list[float]
+    retries: list[int]
+    counters: dict[str, int]
+    admission_failure: float
+    memory_keys: list[int] = field(default_factory=list)
+    memory: list[dict[str, float]] = field(default_factory=list)
+
+
+def read_state(arrays: Mapping[str, np.ndarray]) -> LPState:
+    """The state held in a learning-progress tracker's arrays (`tracker.backend.arrays`)."""
+    width = len(STATE_FIELDS)
+    rows = arrays["lp_state"].reshape(-1, width).tolist()
+    memory = arrays["lp_memory"].reshape(-1, width).tolist() if "lp_memory" in arrays else []
+    return LPState(
+        rows=[dict(zip(STATE_FIELDS, row)) for row in rows],
+        keys=arrays["lp_key"].tolist(),
+        labels=arrays["lp_label"].tolist(),
+        usefulness=arrays["lp_label_usefulness"].tolist(),
+        retries=arrays["lp_label_retries"].tolist(),
+        counters=dict(zip(LP_COUNTERS, arrays["lp_counters"].tolist())),
+        admission_failure=float(arrays["lp_admission_failure"][0]),
+        memory_keys=arrays["lp_memory_keys"].tolist() if "lp_memory_keys" in arrays else [],
+        memory=[dict(zip(STATE_FIELDS, row)) for row in memory],
+    )
+
+
+class _Rules:
+    """The constants the rules use, derived from a `LearningProgressConfig` as documented."""
+
+    def __init__(self, config: LearningProgressConfig) -> None:
+        self.config = config
+        self.warmup = config.min_samples_for_lp
+        self.a_f = config.ema_timescale
+        self.a_s = config.ema_timescale * config.slow_timescale_factor
+        a_f, a_s = self.a_f, self.a_s
+        k2 = a_f / (2 - a_f) + a_s / (2 - a_s) - 2 * a_f * a_s / (a_f + a_s - a_f * a_s)
+        self.band = config.noise_z * math.sqrt(max(k2, 0.0))  # the noise band per unit of noise deviation
+        self.retry_samples = max(1, round(1 / a_f))  # one fast-EMA timescale
+        self.proven = self.warmup + self.retry_samples
+        self.frontier_budget = round(2 / a_s)  # two slow-EMA timescales
+        self.frontier_gain = 0.5 * config.mastered_gain
+
+    def learned_at(self, row: Mapping[str, float]) -> float:
+        b = row["baseline"]
+        gain = self.config.mastered_gain + self.config.noise_z / math.sqrt(self.warmup) * math.sqrt(row["var"])
+        return min(gain, (self.config.max_baseline - b) / (1 - b))
+
+    def gap(self, row: Mapping[str, float]) -> float:
+        return max(abs(row["fast"] - row["slow"]), row["peak"] - row["slow"])
+
+    def lp(self, row: Mapping[str, float]) -> float:
+        if row["count"] < self.warmup:
+            return 0.0
+        return max(self.gap(row) - self.band * math.sqrt(row["var"]), 0.0)
+
+    def partly_learned(self, row: Mapping[str, float]) -> bool:
+        """Its slow EMA significantly (`frontier_z` standard errors of the slow EMA and of the
+        warm-up mean, the latter's variance inflated 5x) and at least half of `mastered_gain`
+        above its baseline."""
+        z2 = self.config.frontier_z ** 2
+        error = z2 * self.a_s / (2 - self.a_s) * row["var"] + z2 * 5.0 / self.warmup * row["base_var"]
+        return row["slow"] >= self.frontier_gain and row["slow"] ** 2 > error
+
+    def level(self, row: Mapping[str, float]) -> float:
+        return row["baseline"] + row["slow"] * (1 - row["baseline"])
+
+
+def reference_record(before: LPState, slot: int, score: float, config: LearningProgressConfig) -> LPState:
+    """The state after a completion with `score` (in [0, 1]) of the task in `slot` of a warm or
+    identified task (its key known before the completion), by the documented rules."""
+    rules = _Rules(config)
+    after = copy.deepcopy(before)
+    row = after.rows[slot]
+    n = row["count"] + 1
+    row["count"] = n
+    if n <= rules.warmup:
+        # the warm-up: a running mean of the raw scores, a running mean of half the squared
+        # successive differences; at its end the mean is the baseline and everything is normalised
+        mean = row["fast"] + (score - row["fast"]) / n
+        var = row["var"]
+        if n > 1:
+            var += (0.5 * (score - row["last"]) ** 2 - var) / (n - 1)
+        last = score
+        baseline = row["baseline"]
+        if n == rules.warmup:
+            baseline = min(mean, config.max_baseline)
+            scale = 1 / (1 - baseline)
+            mean, var, last = (mean - baseline) * scale, var * scale * scale, (score - baseline) * scale
+        row.update(fast=mean, slow=mean, peak=mean, var=var, base_var=var, last=last, baseline=baseline)
+        return after
+    b = row["baseline"]
+    x = (score - b) / (1 - b)
+    mastered_at = (config.max_baseline - b) / (1 - b)
+    was_below = row["slow"] < mastered_at
+    row["fast"] += rules.a_f * (x - row["fast"])
+    row["slow"] += rules.a_s * (x - row["slow"])
+    row["var"] += rules.a_s * (0.5 * (x - row["last"]) ** 2 - row["var"])
+    row["last"] = x
+    learned_at = rules.learned_at(row)
+    if row["slow"] >= row["peak"] or row["peak"] < learned_at:
+        row["peak"] = row["slow"]
+    else:
+        row["peak"] -= rules.a_s * config.slow_timescale_factor * (row["peak"] - row["slow"])
+    progressing = row["slow"] >= learned_at or rules.gap(row) > rules.band * math.sqrt(row["var"])
+    if not progressing and rules.partly_learned(row):
+        row["front"] += 1
+    mastered_elsewhere = any(
+        other != slot and after.keys[other] == after.keys[slot] and r["count"] >= rules.warmup
+        and rules.level(r) >= config.max_baseline for other, r in enumerate(after.rows))
+    if was_below and row["slow"] >= mastered_at and not mastered_elsewhere:
+        # a configuration newly mastered: every label owes retries, the frontier practises
+        # again, admissions are worth trying again, stagnant verdicts are dropped
+        after.counters["mastery_events"] += 1
+        after.retries = [rules.retry_samples] * len(after.retries)
+        for r in after.rows:
+            if r["front"] > 0:
+                r["front"] = 0.0
+        after.admission_failure = 0.0
+        for i, (key, entry) in enumerate(zip(after.memory_keys, after.memory)):
+            stagnant = entry["slow"] < rules.learned_at(entry) and rules.gap(entry) <= rules.band * math.sqrt(entry["var"])
+            if key and stagnant:
+                after.memory_keys[i] = 0
+                after.memory[i] = dict.fromkeys(STATE_FIELDS, 0.0)
+    label = after.labels[slot] - 1
+    if label >= 0:
+        u = after.usefulness[label]
+        if progressing:
+            if u < 1 - 1e-6:
+                after.usefulness[label] = u + rules.a_f * (1 - u)
+        else:
+            if u > 1e-6:
+                after.usefulness[label] = u - rules.a_f * u
+            if after.retries[label] > 0:
+                after.retries[label] -= 1
+    return after
+
+
+def reference_probabilities(state: LPState, config: LearningProgressConfig, tally: Counter | None = None) -> list[float]:
+    """The sampling distribution over the pool's slots that `state` gives, by the documented
+    rules: every budget split per configuration first, then over its copies. `tally` counts
+    the rules that had a say (a check on rules that never decide checks nothing)."""
+    rules = _Rules(config)
+    n = len(state.rows)
+    copies = Counter(key for key in state.keys if key)
+    # a task whose configuration is not known yet counts as a configuration of its own
+    share = [1.0 / copies[key] if key else 1.0 for key in state.keys]
+    configs = len(copies) + state.keys.count(0)
+    warm = [row["count"] >= rules.warmup for row in state.rows]
+    lp = [rules.lp(row) for row in state.rows]
+    learned = [w and row["slow"] >= rules.learned_at(row) for w, row in zip(warm, state.rows)]
+    stagnant = [w and v <= 0 and not le for w, v, le in zip(warm, lp, learned)]
+    partly = [s and rules.partly_learned(row) for s, row in zip(stagnant, state.rows)]
+    frontier = [p and row["front"] < rules.frontier_budget for p, row in zip(partly, state.rows)]
+    stalled = [p and not f for p, f in zip(partly, frontier)]
+    revisited = [(le and v <= 0) or st for le, v, st in zip(learned, lp, stalled)]
+    owed = [label > 0 and state.retries[label - 1] > 0 for label in state.labels]
+    retried = [o and s and not f for o, s, f in zip(owed, stagnant, frontier)] if config.retry else [False] * n
+    cold = [0.0 if w else min(2 * (state.usefulness[label - 1] if label else 0.5), 1.0)
+            for w, label in zip(warm, state.labels)]
+    num_cold = warm.count(False)
+
+    def split(weights: Sequence[float]) -> list[float]:
+        return [w * s for w, s in zip(weights, share)]
+
+    probs = [s * config.exploration / configs for s in share]
+    cold_share = config.cold_exploration * sum(cold) / num_cold if num_cold else 0.0
+    revisit_share = config.revisit if any(revisited) else 0.0
+    retry_share = config.retry if any(retried) else 0.0
+    rest = 1 - config.exploration - cold_share - revisit_share - retry_share
+    weighted_lp = split(lp)
+    if tally is not None:
+        tally.update(rule for rule, present in (
+            ("learning progress", sum(weighted_lp) > 0), ("frontier", sum(weighted_lp) <= 0 and any(frontier)),
+            ("fallback", sum(weighted_lp) <= 0 and not any(frontier) and num_cold < n),
+            ("revisit learned", any(le and v <= 0 for le, v in zip(learned, lp))), ("revisit stalled", any(stalled)),
+            ("retry", retry_share > 0), ("cold", num_cold > 0)) if present)
+    if sum(weighted_lp) > 0:
+        budgets = [(rest, weighted_lp)]
+    elif num_cold < n:  # nothing learns: the frontier, else learned tasks and unproven stagnant ones
+        mask = frontier if any(frontier) else [le or (w and row["count"] < rules.proven)
+                                               for le, w, row in zip(learned, warm, state.rows)]
+        fallback = split(mask)
+        budgets = [(rest, fallback if sum(fallback) else split(warm))]
+    elif sum(cold):
+        budgets, cold_share = [], cold_share + rest
+    else:
+        budgets = [(rest, [1.0] * n)]
+    budgets += [(revisit_share, split(revisited)), (retry_share, split(retried)), (cold_share, cold)]
+    for mass, weights in budgets:
+        total = sum(weights)
+        if mass and total:
+            probs = [p + mass * w / total for p, w in zip(probs, weights)]
+    return probs
+
+
+def state_differences(expected: LPState, got: LPState, *, skip_slot: int | None = None,
+                      skip_admission: bool = False, rel: float = 1e-9, abs_: float = 1e-12) -> list[str]:
+    """What differs between two states, one line per field (`skip_slot`: a slot refilled by an
+    eviction, whose row, key and label, with the memory and the admission numbers, the
+    eviction rewrote)."""
+
+    def close(a: float, b: float) -> bool:
+        return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+
+    out = []
+    for slot, (e, g) in enumerate(zip(expected.rows, got.rows)):
+        if slot == skip_slot:
+            continue
+        out += [f"slot {slot} {name}: expected {e[name]!r}, got {g[name]!r}" for name in STATE_FIELDS
+                if not close(e[name], g[name])]
+        if (expected.keys[slot], expected.labels[slot]) != (got.keys[slot], got.labels[slot]):
+            out.append(f"slot {slot} key and label: expected {(expected.keys[slot], expected.labels[slot])}, got "
+                       f"{(got.keys[slot], got.labels[slot])}")
+    out += [f"label {i} usefulness: expected {e!r}, got {g!r}"
+            for i, (e, g) in enumerate(zip(expected.usefulness, got.usefulness)) if not close(e, g)]
+    out += [f"label {i} retries owed: expected {e}, got {g}"
+            for i, (e, g) in enumerate(zip(expected.retries, got.retries)) if e != g]
+    if expected.counters["mastery_events"] != got.counters["mastery_events"]:
+        out.append(f"mastery events: expected {expected.counters['mastery_events']}, got "
+                   f"{got.counters['mastery_events']}")
+    if not skip_admission:
+        if not close(expected.admission_failure, got.admission_failure):
+            out.append(f"admission failure rate: expected {expected.admission_failure!r}, got {got.admission_failure!r}")
+        forgotten = [i for i, (e, g) in enumerate(zip(expected.memory_keys, got.memory_keys)) if e != g]
+        out += [f"memory entry {i}: key expected {expected.memory_keys[i]}, got {got.memory_keys[i]}"
+                for i in forgotten[:5]]
+    return out

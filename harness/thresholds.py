@@ -398,6 +398,13 @@ class EnvWrapperLimits:
     """Episodes between two comparisons of every task's learning progress with the reference."""
     lp_forget_at: float = 0.5
     """Share of those episodes after which the learned tasks are forgotten (lost ground counts)."""
+    rules_episodes: int = 2500
+    """Episodes of the run whose every completion and refresh is held to the documented rules of
+    learning progress."""
+    rules_min_steps: int = 10
+    """Refreshes each of its rules (learning progress, the fallback, the frontier, revisits of
+    learned and of stalled tasks, retries, cold tasks) must have had a say in for the check to
+    mean something (the fewest over seeds 0-11 and both settings: 20, stalled tasks revisited)."""
 
 
 ENV_WRAPPER = EnvWrapperLimits()

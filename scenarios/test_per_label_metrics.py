@@ -18,6 +18,7 @@ a little changes no share a statistical check could see, and every number on the
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter, defaultdict
 from types import SimpleNamespace
@@ -30,7 +31,8 @@ from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, Lea
                         normalized_entropy)
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.envs import TaskDependencyEnv
-from harness.lp_reference import reference_learning_progress
+from harness.lp_reference import (read_state, reference_learning_progress, reference_probabilities, reference_record,
+                                   state_differences)
 from harness.oracle import reference_entropy, reference_gini
 from harness.task_spaces import chain_task_space, impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
@@ -350,3 +352,86 @@ def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum
         env.close()
     require_capability(late > 0 and checked > 0, f"no late completion in {LIMITS.label_lp_steps} steps "
                                                  f"({checked} checked), seed {scenario_seed}")
+
+
+def _slow_level(practice: int) -> float:
+    """Success probability of a task the student learns slowly: nothing in its first 5 episodes,
+    then half the time and no better with practice (partly learned, as PPO's deepest crafting
+    chain is when it pays the intermediate products: the frontier's case)."""
+    return 0.0 if practice <= 5 else 0.5
+
+
+@pytest.mark.parametrize("settings", sorted(_LP_SETTINGS))
+def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_factory, require_capability,
+                                                                   scenario_seed, settings) -> None:
+    """Each completion changes the learning-progress state as the module docstring of
+    `curriculum.algorithms.learning_progress` says (the task's statistics, frontier practice,
+    label usefulness and retries, the budgets a mastery renews), and each refresh samples from
+    the distribution those rules give for that state (`harness.lp_reference`): exploration
+    floor, cold, revisit and retry budgets, learning progress, the frontier and the fallback
+    when nothing learns, split per configuration. Learnable, impossible, noisy and slowly
+    learned tasks, copies of one configuration, evictions and a student who forgets halfway
+    make each rule decide; a budget misspent in a state the simulated students seldom reach
+    (a stalled task left to the floor, frontier practice not renewed) shows here."""
+    config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
+    generator = BucketedTaskGenerator({}, {"kind": ["learnable", "impossible", "noisy", "slow"], "rate": [0.05, 0.1],
+                                           "variant": [0, 1]},
+                                      value_labels={"kind": {k: k for k in ("learnable", "impossible", "noisy", "slow")}},
+                                      seed=scenario_seed)
+    curriculum = curriculum_factory(CurriculumConfig(task_generator=generator, algorithm=config, num_active_tasks=16,
+                                                     seed=scenario_seed, refresh_interval=1))
+    if not isinstance(curriculum, Curriculum) and callable(getattr(curriculum, "close", None)):
+        curriculum.close()
+    require_capability(isinstance(curriculum, Curriculum),
+                       "the rules are those of the built-in learning progress (a Curriculum with a "
+                       "LearningProgressConfig), not this curriculum's")
+    rng = np.random.default_rng(scenario_seed)
+    practice: Counter = Counter()
+    decided: Counter = Counter()
+    tracker = curriculum.tracker
+    arrays = tracker.backend.arrays
+    try:
+        for episode in range(1, LIMITS.rules_episodes + 1):
+            task = curriculum.get_task()
+            cfg = task.env_cfg
+            if episode == LIMITS.rules_episodes // 2:
+                practice.clear()  # the student forgets everything it learned
+            configuration = tuple(sorted(cfg.items()))
+            practice[configuration] += 1
+            practice[task.task_id] += 1
+            if cfg["kind"] == "learnable":
+                level = min(1.0, practice[configuration] * cfg["rate"])
+                score = float(np.clip(level + rng.normal(0.0, 0.1), 0.0, 1.0))
+            elif cfg["kind"] == "slow":  # (a skill of each task: every new one starts low)
+                score = float(rng.random() < _slow_level(practice[task.task_id]))
+            else:
+                score = 0.0 if cfg["kind"] == "impossible" else float(rng.random())
+            slot = tracker.task_ids.tolist().index(task.task_id)
+            before = read_state(arrays)
+            identified = before.keys[slot] != 0
+            curriculum.update_task_performance(task.task_id, score)
+            after = read_state(arrays)
+            where = f"[{settings}] episode {episode}, task {task.task_id} ({task.label}, slot {slot}), seed {scenario_seed}"
+            if identified:  # (a task of the first fill is identified, and may inherit, at its first completion)
+                evicted = tracker.task_ids.item(slot) != task.task_id
+                expected = reference_record(before, slot, score, config)
+                differences = state_differences(expected, after, skip_slot=slot if evicted else None,
+                                                skip_admission=evicted)
+                assert not differences, (
+                    f"{where}: a completion with score {score!r} left a state the documented rules do not give:\n"
+                    + "\n".join(differences[:10]))
+                decided["mastery"] += after.counters["mastery_events"] > before.counters["mastery_events"]
+                decided["eviction"] += evicted
+            probabilities = curriculum.sampling_probabilities()
+            reference = reference_probabilities(after, config, decided)
+            wrong = [(s, float(p), r) for s, (p, r) in enumerate(zip(probabilities, reference))
+                     if not math.isclose(p, r, rel_tol=1e-9, abs_tol=1e-12)]
+            assert not wrong, (
+                f"{where}: the refresh after it samples slots (slot, probability, by the rules) "
+                f"{wrong[:6]}")
+    finally:
+        curriculum.close()
+    thin = {rule: decided[rule] for rule in ("learning progress", "fallback", "frontier", "revisit learned",
+                                             "revisit stalled", "retry", "cold", "mastery", "eviction")
+            if decided[rule] < (1 if rule in ("mastery", "eviction") else LIMITS.rules_min_steps)}
+    assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
