@@ -228,3 +228,18 @@ def update_from_copy(payload: bytes, queue: Any) -> None:
         queue.put((type(exc).__name__, str(exc), os.getpid()))
     else:
         queue.put(("no error", "", os.getpid()))
+
+
+class CountingDraws(Curriculum):
+    """A curriculum that reports, in `stats()['draws']`, how many tasks it has handed out."""
+
+    def __init__(self, config: CurriculumConfig) -> None:
+        super().__init__(config)
+        self.draws = 0
+
+    def get_task(self) -> Any:
+        self.draws += 1
+        return super().get_task()
+
+    def stats(self) -> dict[str, Any]:
+        return {**super().stats(), "draws": self.draws}

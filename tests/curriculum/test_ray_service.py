@@ -37,7 +37,7 @@ from curriculum.vector import make_curriculum_vecenv  # noqa: E402
 from env_doubles import EASY, HARD, FixedEpisodeEnv  # noqa: E402
 from harness.envs import ExactAccountingEnv  # noqa: E402
 from harness.oracle import AccountingOracle  # noqa: E402
-from helpers import exact, lp_config, staged_config, student_score  # noqa: E402
+from helpers import CountingDraws, exact, lp_config, staged_config, student_score  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.xdist_group("ray")]
 
@@ -522,3 +522,27 @@ def test_ray_backend_reports_a_failing_worker_instead_of_stale_data(services: li
             "Expected backend='Ray' with tracking='ray' (workers on Ray actors, one curriculum service), "
             "received backend='Ray' with tracking='shared'")):
         make_curriculum_vecenv(fixed_env, client, backend="Ray", tracking="shared", num_envs=2)
+
+
+@pytest.mark.parametrize("prefetch", [4, 7])
+def test_a_client_never_holds_more_than_prefetch_tasks(services: list[Any], prefetch: int) -> None:
+    """The staleness bound: a task handed out was drawn at most `prefetch` of this worker's
+    draws earlier, so the tasks drawn for a client and not yet handed out never exceed
+    `prefetch`, whether the queue is topped up in the background or by a flush."""
+    service = start(services, lp_config(8), factory=CountingDraws)
+    client = CurriculumClient(service, prefetch=prefetch, batch_size=3, timeout=20.0)
+    held = []
+    for step in range(60):
+        task = client.get_task()
+        if step % 5 == 4:  # now and then a flush, which tops the queue up in its round trip
+            client.update_task_performance(task.task_id, 0.5)
+            client.flush()
+        else:
+            client.update_task_performance(task.task_id, 0.5)
+        time.sleep(0.002)  # let a background refill land
+        held.append(client.stats()["draws"] - (step + 1))
+    client.close()
+    assert max(held) <= prefetch, (
+        f"with prefetch={prefetch} the client held up to {max(held)} drawn tasks not yet handed out "
+        f"(per hand-out: {held})")
+    assert max(held) >= prefetch // 2, f"the queue never filled (held {held}): the check measured nothing"
