@@ -23,8 +23,8 @@ import numpy as np
 from curriculum import LearningProgressConfig
 from curriculum.algorithms.learning_progress import LP_COUNTERS, STATE_FIELDS
 
-__all__ = ["LPState", "read_state", "reference_learning_progress", "reference_probabilities", "reference_record",
-           "state_differences"]
+__all__ = ["LPState", "read_state", "reference_eviction_candidates", "reference_learning_progress",
+           "reference_probabilities", "reference_record", "state_differences"]
 
 
 def reference_learning_progress(scores: Sequence[float], config: LearningProgressConfig) -> float:
@@ -308,3 +308,44 @@ def state_differences(expected: LPState, got: LPState, *, skip_slot: int | None 
         out += [f"memory entry {i}: key expected {expected.memory_keys[i]}, got {got.memory_keys[i]}"
                 for i in forgotten[:5]]
     return out
+
+
+def reference_eviction_candidates(state: LPState, config: LearningProgressConfig,
+                                  presented: Sequence[bool]) -> list[bool]:
+    """Per slot, whether learning progress lets the task go at a refresh in `state`, among the
+    `presented` ones (point 4 of the module docstring): warm tasks without learning progress,
+    the first non-empty group of never-learned tasks (but one task of every configuration while
+    the configurations fit in half the pool, else one of every label while the labels do),
+    learned tasks of crowded configurations, learned tasks once learned configurations hold
+    more than half the pool; learned ones only while admissions keep finding better tasks, and
+    none while nearly all of them fail."""
+    rules = _Rules(config)
+    n = len(state.rows)
+    none = [False] * n
+    if state.admission_failure > 0.95:
+        return none
+    copies = Counter(key for key in state.keys if key)
+    configs = len(copies) + state.keys.count(0)
+    share = [1.0 / copies[key] if key else 1.0 for key in state.keys]
+    kept = [False] * n
+    if configs <= n // 2:
+        groups = [key if key else ("unknown", slot) for slot, key in enumerate(state.keys)]
+    elif len(set(state.labels)) <= n // 2:
+        groups = list(state.labels)
+    else:
+        groups = []
+    for slot, group in enumerate(groups):
+        if group not in groups[:slot]:
+            kept[slot] = True
+    warm = [row["count"] >= rules.warmup for row in state.rows]
+    idle = [p and w and rules.lp(row) <= 0 for p, w, row in zip(presented, warm, state.rows)]
+    learned = [w and row["slow"] >= rules.learned_at(row) for w, row in zip(warm, state.rows)]
+    stagnant = [i and not le and not k for i, le, k in zip(idle, learned, kept)]
+    if any(stagnant) or state.admission_failure > 0.25:
+        return stagnant
+    idle_learned = [i and le for i, le in zip(idle, learned)]
+    crowded = [il and s * (2 * n / configs) < 1 for il, s in zip(idle_learned, share)]
+    if any(crowded):
+        return crowded
+    learned_configs = sum(s for le, s in zip(learned, share) if le)
+    return idle_learned if learned_configs > 0.5 * n else none

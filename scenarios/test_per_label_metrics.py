@@ -31,8 +31,8 @@ from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, Lea
                         normalized_entropy)
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.envs import TaskDependencyEnv
-from harness.lp_reference import (read_state, reference_learning_progress, reference_probabilities, reference_record,
-                                   state_differences)
+from harness.lp_reference import (read_state, reference_eviction_candidates, reference_learning_progress,
+                                   reference_probabilities, reference_record, state_differences)
 from harness.oracle import reference_entropy, reference_gini
 from harness.task_spaces import chain_task_space, impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
@@ -408,12 +408,17 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
                 score = 0.0 if cfg["kind"] == "impossible" else float(rng.random())
             slot = tracker.task_ids.tolist().index(task.task_id)
             before = read_state(arrays)
+            presented = (tracker.completions >= curriculum.config.min_presentations).tolist()
             identified = before.keys[slot] != 0
             curriculum.update_task_performance(task.task_id, score)
             after = read_state(arrays)
             where = f"[{settings}] episode {episode}, task {task.task_id} ({task.label}, slot {slot}), seed {scenario_seed}"
+            evicted = tracker.task_ids.item(slot) != task.task_id
+            if evicted:  # (the refresh that shortlisted it saw the state before this completion)
+                assert reference_eviction_candidates(before, config, presented)[slot], (
+                    f"{where}: evicted, but the documented rules did not let it go at the refresh before "
+                    f"(statistics {before.rows[slot]})")
             if identified:  # (a task of the first fill is identified, and may inherit, at its first completion)
-                evicted = tracker.task_ids.item(slot) != task.task_id
                 expected = reference_record(before, slot, score, config)
                 differences = state_differences(expected, after, skip_slot=slot if evicted else None,
                                                 skip_admission=evicted)
