@@ -401,6 +401,19 @@ class EnvWrapperLimits:
     rules_episodes: int = 2500
     """Episodes of the run whose every completion and refresh is held to the documented rules of
     learning progress."""
+    handles: int = 4
+    handles_refresh_interval: int = 64
+    """Handles of one shared pool in the eviction check, and their refresh interval (long: a
+    shortlist mark stays stale for many of the other handles' completions)."""
+    handles_variants: int = 5
+    handles_min_presentations: int = 5
+    """Variants of each kind there (40 configurations for 16 slots: churn), and completions
+    before a task may be evicted (the warm-up: a task admitted by another handle becomes
+    eligible soon)."""
+    handles_episodes: int = 3000
+    handles_min_evictions: int = 5
+    """Episodes of that check, and the evictions it needs to mean something (the fewest over
+    seeds 0-19: 11)."""
     rules_min_steps: int = 10
     """Refreshes each of its rules (learning progress, the fallback, the frontier, revisits of
     learned and of stalled tasks, retries, cold tasks) must have had a say in for the check to

@@ -361,6 +361,35 @@ def _slow_level(practice: int) -> float:
     return 0.0 if practice <= 5 else 0.5
 
 
+_RULES_KINDS = ("learnable", "impossible", "noisy", "slow")
+
+
+def _rules_config(algorithm: LearningProgressConfig, seed: int, *, refresh_interval: int,
+                  variants: int = 2) -> CurriculumConfig:
+    """16 slots over learnable configurations at two rates, impossible, noisy and slowly
+    learned ones, `variants` of each."""
+    generator = BucketedTaskGenerator({}, {"kind": list(_RULES_KINDS), "rate": [0.05, 0.1],
+                                           "variant": list(range(variants))},
+                                      value_labels={"kind": {k: k for k in _RULES_KINDS}}, seed=seed)
+    return CurriculumConfig(task_generator=generator, algorithm=algorithm, num_active_tasks=16, seed=seed,
+                            refresh_interval=refresh_interval)
+
+
+def _rules_student(task: Any, practice: Counter, rng: np.random.Generator) -> float:
+    """A score for one episode of `task`: a learnable configuration improves with its practice,
+    impossible ones pay 0, noisy ones a uniform draw, slowly learned tasks `_slow_level`."""
+    cfg = task.env_cfg
+    configuration = tuple(sorted(cfg.items()))
+    practice[configuration] += 1
+    practice[task.task_id] += 1
+    if cfg["kind"] == "learnable":
+        level = min(1.0, practice[configuration] * cfg["rate"])
+        return float(np.clip(level + rng.normal(0.0, 0.1), 0.0, 1.0))
+    if cfg["kind"] == "slow":  # (a skill of each task: every new one starts low)
+        return float(rng.random() < _slow_level(practice[task.task_id]))
+    return 0.0 if cfg["kind"] == "impossible" else float(rng.random())
+
+
 @pytest.mark.parametrize("settings", sorted(_LP_SETTINGS))
 def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_factory, require_capability,
                                                                    scenario_seed, settings) -> None:
@@ -374,12 +403,7 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     make each rule decide; a budget misspent in a state the simulated students seldom reach
     (a stalled task left to the floor, frontier practice not renewed) shows here."""
     config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
-    generator = BucketedTaskGenerator({}, {"kind": ["learnable", "impossible", "noisy", "slow"], "rate": [0.05, 0.1],
-                                           "variant": [0, 1]},
-                                      value_labels={"kind": {k: k for k in ("learnable", "impossible", "noisy", "slow")}},
-                                      seed=scenario_seed)
-    curriculum = curriculum_factory(CurriculumConfig(task_generator=generator, algorithm=config, num_active_tasks=16,
-                                                     seed=scenario_seed, refresh_interval=1))
+    curriculum = curriculum_factory(_rules_config(config, scenario_seed, refresh_interval=1))
     if not isinstance(curriculum, Curriculum) and callable(getattr(curriculum, "close", None)):
         curriculum.close()
     require_capability(isinstance(curriculum, Curriculum),
@@ -393,19 +417,9 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     try:
         for episode in range(1, LIMITS.rules_episodes + 1):
             task = curriculum.get_task()
-            cfg = task.env_cfg
             if episode == LIMITS.rules_episodes // 2:
                 practice.clear()  # the student forgets everything it learned
-            configuration = tuple(sorted(cfg.items()))
-            practice[configuration] += 1
-            practice[task.task_id] += 1
-            if cfg["kind"] == "learnable":
-                level = min(1.0, practice[configuration] * cfg["rate"])
-                score = float(np.clip(level + rng.normal(0.0, 0.1), 0.0, 1.0))
-            elif cfg["kind"] == "slow":  # (a skill of each task: every new one starts low)
-                score = float(rng.random() < _slow_level(practice[task.task_id]))
-            else:
-                score = 0.0 if cfg["kind"] == "impossible" else float(rng.random())
+            score = _rules_student(task, practice, rng)
             slot = tracker.task_ids.tolist().index(task.task_id)
             before = read_state(arrays)
             presented = (tracker.completions >= curriculum.config.min_presentations).tolist()
@@ -440,3 +454,70 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
                                              "revisit stalled", "retry", "cold", "mastery", "eviction")
             if decided[rule] < (1 if rule in ("mastery", "eviction") else LIMITS.rules_min_steps)}
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
+
+
+def test_handles_sharing_a_pool_evict_only_tasks_they_shortlisted(require_capability, uses_builtin_curriculum,
+                                                                   scenario_seed) -> None:
+    """Several handles of one shared learning-progress curriculum (as the workers of a vector
+    are) each shortlist evictions at their own refreshes. A handle may only evict a task its
+    own last refresh saw in that slot and the documented rules let go there: another handle
+    may have evicted the shortlisted task and admitted a new one into the slot meanwhile, a
+    task no refresh of this handle ever scored (a new task has no learning progress yet after
+    its warm-up, so a stale mark would throw it out)."""
+    require_capability(uses_builtin_curriculum, "the rules are those of the built-in learning progress, whose "
+                       "handles share one pool")
+    config = dataclasses.replace(
+        _rules_config(LearningProgressConfig(config_memory=64), scenario_seed,
+                      refresh_interval=LIMITS.handles_refresh_interval, variants=LIMITS.handles_variants),
+        min_presentations=LIMITS.handles_min_presentations)
+    creator = Curriculum(config, shared_memory=True)
+    handles = [creator] + [Curriculum.attach(creator.shared_memory_name, config, seed=i)
+                           for i in range(1, LIMITS.handles)]
+    tracker = creator.tracker
+    arrays = tracker.backend.arrays
+    seen: dict[int, tuple[list[int], Any, list[bool]]] = {}  # handle -> pool ids, state, presented at its refresh
+
+    def spy(index: int, handle: Curriculum) -> None:
+        refresh = handle._refresh  # (the handle's own shortlisting step, watched from outside)
+
+        def watched() -> None:
+            seen[index] = (tracker.task_ids.tolist(), read_state(arrays),
+                           (tracker.completions >= config.min_presentations).tolist())
+            refresh()
+
+        handle._refresh = watched
+        watched()
+
+    for index, handle in enumerate(handles):
+        spy(index, handle)
+    rng = np.random.default_rng(scenario_seed)
+    practice: Counter = Counter()
+    evictions = 0
+    try:
+        for episode in range(1, LIMITS.handles_episodes + 1):
+            if episode % 1000 == 0:
+                practice.clear()  # forgetting: learned tasks lose ground, churn goes on
+            index = int(rng.integers(len(handles)))
+            task = handles[index].get_task()
+            score = _rules_student(task, practice, rng)
+            slot = tracker.task_ids.tolist().index(task.task_id)
+            ids, state, presented = seen[index]
+            before = tracker.evictions
+            handles[index].update_task_performance(task.task_id, score)
+            if tracker.evictions == before:
+                continue
+            evictions += 1
+            where = (f"handle {index} of {len(handles)}, episode {episode}, task {task.task_id} ({task.label}, slot "
+                     f"{slot}), seed {scenario_seed}")
+            assert ids[slot] == task.task_id, (
+                f"{where}: evicted, but the handle's last refresh saw task {ids[slot]} in that slot: the task was "
+                f"admitted since, and no refresh of this handle ever scored it")
+            assert reference_eviction_candidates(state, config.algorithm, presented)[slot], (
+                f"{where}: evicted, but the documented rules did not let it go at the handle's last refresh "
+                f"(statistics {state.rows[slot]})")
+    finally:
+        for handle in reversed(handles):
+            handle.close()
+    assert evictions >= LIMITS.handles_min_evictions, (
+        f"only {evictions} evictions in {LIMITS.handles_episodes} episodes, seed {scenario_seed}: the check "
+        "measured too little")
