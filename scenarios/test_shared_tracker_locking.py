@@ -417,18 +417,27 @@ def _other_rows(capacity: int, slot: int, rows: str) -> list[int]:
 
 
 def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go=None, *,
-                     through_curriculum: bool = False) -> None:
+                     through_curriculum: bool = False, checkpoint: dict | None = None) -> None:
     """A writer stuck inside an update: it wrote slot `slot` twice, then the next slot ("few"
     rows) or every slot of the pool ("all": more rows than one update usually touches), put a
     new task into the slot after the next, and never committed (with `go`: committed once
     `go` was set). `through_curriculum`: the completions go through `update_task_performance`,
-    so the algorithm writes its own arrays too, all in the one open update."""
+    so the algorithm writes its own arrays too, all in the one open update. `checkpoint`
+    ("restore"): the update is `load_state(checkpoint)`, which rewrites every array."""
     tracker = curriculum.tracker
     lock = tracker.lock
     lock.acquire()
     release = lock.release
-    if through_curriculum:
+    if through_curriculum or checkpoint is not None:
         lock.release = lambda: None  # (this process only) each update joins the open one
+    if checkpoint is not None:
+        curriculum.load_state(checkpoint)
+        ready.set()
+        if go is not None and go.wait(seconds):
+            release()
+            return
+        time.sleep(seconds)
+        return
         record = lambda s, score: curriculum.update_task_performance(tracker.task_id_at(s), score)  # noqa: E731
     else:
         record = tracker.record
@@ -445,7 +454,7 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
 
 
 @pytest.mark.parametrize("end", ["killed", "commits"])
-@pytest.mark.parametrize("rows", ["few", "all"])
+@pytest.mark.parametrize("rows", ["few", "all", "restore"])
 @pytest.mark.parametrize("history", ["uniform", "evicting", "staged"])
 def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory, require_capability,
                                                               scenario_seed, history, rows, end) -> None:
@@ -457,8 +466,10 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     committed before it evicted tasks many times, each writing the memory of evicted
     configurations (arrays a transaction saves only when it writes them), which must survive
     the rollback as committed. `staged`: a window of recent scores as long as the pool, written
-    at its own position, not by slot. Lock-free reads of every task's numbers (touched by the
-    open update or not) return the committed ones."""
+    at its own position, not by slot. "restore": the open update is a checkpoint restore
+    (`load_state` of a checkpoint taken halfway through the history), which rewrites every
+    array. Lock-free reads of every task's numbers (touched by the open update or not) return
+    the committed ones."""
     evicting = history == "evicting"
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
                                     evicting=evicting, staged=history == "staged")
@@ -467,7 +478,10 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     try:
         rng = np.random.default_rng(scenario_seed)
         history_length = LIMITS.journal_history * LIMITS.journal_pool + LIMITS.journal_history_extra
-        for score in rng.random(history_length).tolist():
+        checkpoint = None
+        for step, score in enumerate(rng.random(history_length).tolist()):
+            if rows == "restore" and step == history_length // 2:
+                checkpoint = curriculum.get_state()
             task = curriculum.get_task()
             stagnant = evicting and task.label != "learnable"  # an impossible task never pays
             curriculum.update_task_performance(task.task_id, 0.0 if stagnant else score)
@@ -487,15 +501,16 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         ready, go = CTX.Event(), CTX.Event()
         holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0,
                                                             go if end == "commits" else None),
-                             kwargs={"through_curriculum": history == "staged"}, daemon=True)
+                             kwargs={"through_curriculum": history == "staged", "checkpoint": checkpoint}, daemon=True)
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
         seen_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
         seen_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
         assert seen_ids == committed_ids, (
-            f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update that put "
-            f"task {UNCOMMITTED_TASK_ID} in; committed: {committed_ids}, seed {scenario_seed}"
+            f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update ("
+            + ("a checkpoint restore" if checkpoint is not None else f"that put task {UNCOMMITTED_TASK_ID} in")
+            + f"); committed: {committed_ids}, seed {scenario_seed}"
         )
         assert seen_stats == committed_stats, (
             f"a lock-free read of task {task_id} returned {seen_stats} while a writer held an open update; the "
@@ -513,6 +528,16 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                 f"{_differences(seen[name], values)}, seed {scenario_seed}"
             )
 
+        if end == "commits" and checkpoint is not None:
+            go.set()
+            holder.join(timeout=10)
+            now = tracker.snapshot()
+            for name, values in checkpoint["arrays"].items():
+                assert np.array_equal(now[name], np.asarray(values, dtype=now[name].dtype)), (
+                    f"a writer committed a checkpoint restore after lock-free reads, and `{name}` is not the "
+                    f"checkpoint's: {_differences(now[name], np.asarray(values, dtype=now[name].dtype))}, "
+                    f"seed {scenario_seed}")
+            return
         if end == "commits":
             go.set()
             holder.join(timeout=10)
