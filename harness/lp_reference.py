@@ -17,14 +17,15 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from curriculum import LearningProgressConfig
-from curriculum.algorithms.learning_progress import LP_COUNTERS, STATE_FIELDS
+from curriculum.algorithms.learning_progress import LP_COUNTERS, STATE_FIELDS, _label_key, config_key
 
-__all__ = ["LPState", "read_state", "reference_eviction_candidates", "reference_learning_progress",
-           "reference_probabilities", "reference_record", "state_differences"]
+__all__ = ["LPState", "read_state", "reference_eviction", "reference_eviction_candidates",
+           "reference_learning_progress", "reference_probabilities", "reference_record", "state_differences"]
 
 
 def reference_learning_progress(scores: Sequence[float], config: LearningProgressConfig) -> float:
@@ -87,6 +88,7 @@ class LPState:
     admission_failure: float
     memory_keys: list[int] = field(default_factory=list)
     memory: list[dict[str, float]] = field(default_factory=list)
+    label_keys: list[int] = field(default_factory=list)
 
 
 def read_state(arrays: Mapping[str, np.ndarray]) -> LPState:
@@ -104,6 +106,7 @@ def read_state(arrays: Mapping[str, np.ndarray]) -> LPState:
         admission_failure=float(arrays["lp_admission_failure"][0]),
         memory_keys=arrays["lp_memory_keys"].tolist() if "lp_memory_keys" in arrays else [],
         memory=[dict(zip(STATE_FIELDS, row)) for row in memory],
+        label_keys=arrays["lp_label_keys"].tolist(),
     )
 
 
@@ -148,11 +151,21 @@ class _Rules:
         return row["baseline"] + row["slow"] * (1 - row["baseline"])
 
 
-def reference_record(before: LPState, slot: int, score: float, config: LearningProgressConfig) -> LPState:
-    """The state after a completion with `score` (in [0, 1]) of the task in `slot` of a warm or
-    identified task (its key known before the completion), by the documented rules."""
+def reference_record(before: LPState, slot: int, score: float, config: LearningProgressConfig,
+                     task: tuple[Mapping[str, Any], str, frozenset[str]] | None = None) -> LPState:
+    """The state after a completion with `score` (in [0, 1]) of the task in `slot`, by the
+    documented rules. `task`: its env config, label and the config fields that repeat task ids
+    (`id_fields`), for a task of the pool's first fill, identified at its first completion."""
     rules = _Rules(config)
     after = copy.deepcopy(before)
+    if after.keys[slot] == 0 and after.rows[slot]["count"] == 0 and task is not None:
+        # a task of the first fill: its configuration and label are looked up now, and a
+        # configuration seen before hands its statistics on
+        env_cfg, label, ignore = task
+        after.keys[slot] = config_key(env_cfg, label, ignore=ignore)
+        after.labels[slot] = _label_index(after, label)
+        after.counters["tasks_identified"] += 1
+        _inherit(after, slot)
     row = after.rows[slot]
     n = row["count"] + 1
     row["count"] = n
@@ -276,37 +289,30 @@ def reference_probabilities(state: LPState, config: LearningProgressConfig, tall
     return probs
 
 
-def state_differences(expected: LPState, got: LPState, *, skip_slot: int | None = None,
-                      skip_admission: bool = False, rel: float = 1e-9, abs_: float = 1e-12) -> list[str]:
-    """What differs between two states, one line per field (`skip_slot`: a slot refilled by an
-    eviction, whose row, key and label, with the memory and the admission numbers, the
-    eviction rewrote)."""
+def state_differences(expected: LPState, got: LPState, *, rel: float = 1e-9, abs_: float = 1e-12) -> list[str]:
+    """What differs between two states, one line per field."""
 
     def close(a: float, b: float) -> bool:
         return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
 
     out = []
-    for slot, (e, g) in enumerate(zip(expected.rows, got.rows)):
-        if slot == skip_slot:
-            continue
-        out += [f"slot {slot} {name}: expected {e[name]!r}, got {g[name]!r}" for name in STATE_FIELDS
-                if not close(e[name], g[name])]
-        if (expected.keys[slot], expected.labels[slot]) != (got.keys[slot], got.labels[slot]):
-            out.append(f"slot {slot} key and label: expected {(expected.keys[slot], expected.labels[slot])}, got "
-                       f"{(got.keys[slot], got.labels[slot])}")
+    for where, rows_e, rows_g in (("slot", expected.rows, got.rows), ("memory entry", expected.memory, got.memory)):
+        for i, (e, g) in enumerate(zip(rows_e, rows_g)):
+            out += [f"{where} {i} {name}: expected {e[name]!r}, got {g[name]!r}" for name in STATE_FIELDS
+                    if not close(e[name], g[name])]
+    for what, e_values, g_values in (("slot {} configuration key", expected.keys, got.keys),
+                                     ("slot {} label index", expected.labels, got.labels),
+                                     ("memory entry {} key", expected.memory_keys, got.memory_keys),
+                                     ("label table entry {}", expected.label_keys, got.label_keys),
+                                     ("label {} retries owed", expected.retries, got.retries)):
+        out += [f"{what.format(i)}: expected {e}, got {g}" for i, (e, g) in enumerate(zip(e_values, g_values))
+                if e != g]
     out += [f"label {i} usefulness: expected {e!r}, got {g!r}"
             for i, (e, g) in enumerate(zip(expected.usefulness, got.usefulness)) if not close(e, g)]
-    out += [f"label {i} retries owed: expected {e}, got {g}"
-            for i, (e, g) in enumerate(zip(expected.retries, got.retries)) if e != g]
-    if expected.counters["mastery_events"] != got.counters["mastery_events"]:
-        out.append(f"mastery events: expected {expected.counters['mastery_events']}, got "
-                   f"{got.counters['mastery_events']}")
-    if not skip_admission:
-        if not close(expected.admission_failure, got.admission_failure):
-            out.append(f"admission failure rate: expected {expected.admission_failure!r}, got {got.admission_failure!r}")
-        forgotten = [i for i, (e, g) in enumerate(zip(expected.memory_keys, got.memory_keys)) if e != g]
-        out += [f"memory entry {i}: key expected {expected.memory_keys[i]}, got {got.memory_keys[i]}"
-                for i in forgotten[:5]]
+    out += [f"counter {name}: expected {expected.counters[name]}, got {got.counters[name]}"
+            for name in expected.counters if expected.counters[name] != got.counters[name]]
+    if not close(expected.admission_failure, got.admission_failure):
+        out.append(f"admission failure rate: expected {expected.admission_failure!r}, got {got.admission_failure!r}")
     return out
 
 
@@ -349,3 +355,93 @@ def reference_eviction_candidates(state: LPState, config: LearningProgressConfig
         return crowded
     learned_configs = sum(s for le, s in zip(learned, share) if le)
     return idle_learned if learned_configs > 0.5 * n else none
+
+
+def _label_index(state: LPState, label: str) -> int:
+    """The label's index + 1 in the table (open addressing from its key, 4 probes), adding it
+    with the prior usefulness 0.5 where there is room; 0: untracked."""
+    key = _label_key(label)
+    size = len(state.label_keys)
+    for probe in range(4):
+        i = (key + probe) % size
+        if state.label_keys[i] == 0:
+            state.label_keys[i] = key
+            state.usefulness[i] = 0.5
+        if state.label_keys[i] == key:
+            return i + 1
+    return 0
+
+
+def _find(state: LPState, key: int) -> int:
+    size = len(state.memory_keys)
+    for probe in range(4 if size else 0):
+        i = (key + probe) % size
+        if state.memory_keys[i] == key:
+            return i
+        if state.memory_keys[i] == 0:
+            return -1
+    return -1
+
+
+def _inherit(state: LPState, slot: int) -> None:
+    entry = _find(state, state.keys[slot])
+    if entry >= 0:
+        state.rows[slot] = dict(state.memory[entry])
+        state.counters["memory_hits"] += 1
+
+
+def reference_eviction(state: LPState, slot: int, evicted_task_id: int, generator: Any, capacity: int,
+                       config: LearningProgressConfig, ignore: frozenset[str]) -> tuple[LPState, int]:
+    """The state after the task in `slot` (`state`: its completion recorded) is evicted, and the
+    id of the task admitted in its place (points 2 and 4 of the module docstring): the evicted
+    task's statistics are remembered under its configuration (once warm), and of the next
+    `admission_candidates` ids of the slot, those whose configuration is not remembered as
+    stagnant and whose label is useful enough qualify: the first qualifying configuration the
+    pool does not hold is admitted, else the first qualifying one, else the most useful
+    candidate; it starts from what the memory holds for its configuration."""
+    rules = _Rules(config)
+    after = copy.deepcopy(state)
+    row, key = after.rows[slot], after.keys[slot]
+    if row["count"] >= rules.warmup and key and after.memory_keys:
+        size = len(after.memory_keys)
+        probes = [(key + probe) % size for probe in range(4)]
+        free = [i for i in probes if after.memory_keys[i] in (key, 0)]
+        # the first free or own entry, else (a full neighbourhood) the one resting on the fewest completions
+        target = free[0] if free else min(probes, key=lambda i: (after.memory[i]["count"], probes.index(i)))
+        after.memory_keys[target] = key
+        after.memory[target] = dict(row)
+    after.rows[slot] = dict.fromkeys(STATE_FIELDS, 0.0)
+    after.keys[slot], after.labels[slot] = 0, 0
+    threshold = config.admission_usefulness
+    candidates = []  # (usefulness, task id, key, label index), in the order looked at
+    for k in range(1, config.admission_candidates + 1):
+        task_id = evicted_task_id + k * capacity
+        env_cfg, label = generator.generate(task_id)
+        candidate_key = config_key(env_cfg, label, ignore=ignore)
+        if candidates and candidates[-1][2] == candidate_key:
+            break  # a generator that repeats itself has no choice to offer
+        label_index = _label_index(after, label)
+        usefulness = after.usefulness[label_index - 1] if label_index else 0.5
+        entry = _find(after, candidate_key)
+        if entry >= 0:
+            remembered = after.memory[entry]
+            useful = remembered["slow"] >= rules.learned_at(remembered) or \
+                rules.gap(remembered) > rules.band * math.sqrt(remembered["var"])
+            usefulness = usefulness if useful else 0.0
+        candidates.append((usefulness, task_id, candidate_key, label_index))
+        if usefulness >= threshold and candidate_key not in after.keys:
+            break
+    qualifying = [i for i, c in enumerate(candidates) if c[0] >= threshold]
+    if qualifying:
+        lacking = [i for i in qualifying if candidates[i][2] not in after.keys]
+        chosen = lacking[0] if lacking else qualifying[0]
+        skipped = chosen
+    else:
+        chosen = max(range(len(candidates)), key=lambda i: (candidates[i][0], -i))
+        skipped = len(candidates)
+    usefulness, task_id, chosen_key, label_index = candidates[chosen]
+    after.counters["admissions_skipped"] += skipped
+    after.admission_failure += (float(usefulness < threshold) - after.admission_failure) / 8
+    after.keys[slot], after.labels[slot] = chosen_key, label_index
+    _inherit(after, slot)
+    return after, task_id

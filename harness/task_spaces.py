@@ -16,7 +16,7 @@ from curriculum.errors import CurriculumConfigError
 from harness.episodes import LabelledTaskGenerator
 from harness.simulator import TaskDependencySimulator
 
-__all__ = ["IMPOSSIBLE_SUFFIX", "TaskSpace", "impossible_task_space", "chain_task_space", "CyclicTaskGenerator",
+__all__ = ["IMPOSSIBLE_SUFFIX", "TaggedTasks", "TaskSpace", "impossible_task_space", "chain_task_space", "CyclicTaskGenerator",
            "forgetting_task_space"]
 
 IMPOSSIBLE_SUFFIX = "_IMPOSSIBLE"
@@ -120,3 +120,21 @@ def forgetting_task_space(*, num_tasks: int = 4, forgetting_rate: float = 5e-4, 
     simulator = TaskDependencySimulator(num_tasks, edges=[], forgetting_rate=forgetting_rate, seed=seed)
     generator = LabelledTaskGenerator(CyclicTaskGenerator(num_tasks))
     return TaskSpace(simulator, generator, generator.labels, ())
+
+
+class TaggedTasks(TaskGenerator):
+    """`generator` whose configs also carry the task id (`level_seed`), the tasks unchanged."""
+
+    def __init__(self, generator: TaskGenerator) -> None:
+        self.generator = generator
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        env_cfg, label = self.generator.generate(task_id)
+        return {**env_cfg, "level_seed": task_id}, label
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "tagged_tasks", "generator": self.generator.describe()}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.generator.labels

@@ -45,7 +45,7 @@ import numpy as np
 import pytest
 
 from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig, TaskGenerator
-from harness.task_spaces import TaskSpace, chain_task_space, impossible_task_space
+from harness.task_spaces import TaggedTasks, TaskSpace, chain_task_space, impossible_task_space
 from harness.thresholds import INVARIANCES as LIMITS
 
 from .test_staged_progression import staged_config, staged_space
@@ -364,24 +364,6 @@ def test_reading_changes_nothing(curriculum_factory, require_capability, scenari
     differ = _trace_mismatches(reference, run)
     assert not differ, f"{what}: stats() differ from the run without the reads, seed {scenario_seed}: " + \
                        "; ".join(differ[:5])
-
-
-class TaggedTasks(TaskGenerator):
-    """`generator` whose configs also carry the task id (`level_seed`), the tasks unchanged."""
-
-    def __init__(self, generator: TaskGenerator) -> None:
-        self.generator = generator
-
-    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
-        env_cfg, label = self.generator.generate(task_id)
-        return {**env_cfg, "level_seed": task_id}, label
-
-    def describe(self) -> dict[str, Any]:
-        return {"type": "tagged_tasks", "generator": self.generator.describe()}
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        return self.generator.labels
 
 
 def test_task_id_tags_change_nothing(curriculum_factory, scenario_seed) -> None:

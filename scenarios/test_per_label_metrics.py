@@ -29,12 +29,14 @@ import pytest
 
 from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, LearningProgressConfig, gini_coefficient,
                         normalized_entropy)
+from curriculum.algorithms.learning_progress import id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.envs import TaskDependencyEnv
-from harness.lp_reference import (read_state, reference_eviction_candidates, reference_learning_progress,
-                                   reference_probabilities, reference_record, state_differences)
+from harness.lp_reference import (read_state, reference_eviction, reference_eviction_candidates,
+                                   reference_learning_progress, reference_probabilities, reference_record,
+                                   state_differences)
 from harness.oracle import reference_entropy, reference_gini
-from harness.task_spaces import chain_task_space, impossible_task_space
+from harness.task_spaces import TaggedTasks, chain_task_space, impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
 from harness.thresholds import INVARIANCES
 
@@ -367,10 +369,11 @@ _RULES_KINDS = ("learnable", "impossible", "noisy", "slow")
 def _rules_config(algorithm: LearningProgressConfig, seed: int, *, refresh_interval: int,
                   variants: int = 2) -> CurriculumConfig:
     """16 slots over learnable configurations at two rates, impossible, noisy and slowly
-    learned ones, `variants` of each."""
-    generator = BucketedTaskGenerator({}, {"kind": list(_RULES_KINDS), "rate": [0.05, 0.1],
-                                           "variant": list(range(variants))},
-                                      value_labels={"kind": {k: k for k in _RULES_KINDS}}, seed=seed)
+    learned ones, `variants` of each; every config tagged with its task id (which tells tasks
+    apart, not what they are)."""
+    generator = TaggedTasks(BucketedTaskGenerator({}, {"kind": list(_RULES_KINDS), "rate": [0.05, 0.1],
+                                                       "variant": list(range(variants))},
+                                                  value_labels={"kind": {k: k for k in _RULES_KINDS}}, seed=seed))
     return CurriculumConfig(task_generator=generator, algorithm=algorithm, num_active_tasks=16, seed=seed,
                             refresh_interval=refresh_interval)
 
@@ -379,7 +382,7 @@ def _rules_student(task: Any, practice: Counter, rng: np.random.Generator) -> fl
     """A score for one episode of `task`: a learnable configuration improves with its practice,
     impossible ones pay 0, noisy ones a uniform draw, slowly learned tasks `_slow_level`."""
     cfg = task.env_cfg
-    configuration = tuple(sorted(cfg.items()))
+    configuration = tuple(sorted((k, v) for k, v in cfg.items() if k != "level_seed"))
     practice[configuration] += 1
     practice[task.task_id] += 1
     if cfg["kind"] == "learnable":
@@ -403,7 +406,9 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     make each rule decide; a budget misspent in a state the simulated students seldom reach
     (a stalled task left to the floor, frontier practice not renewed) shows here."""
     config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
-    curriculum = curriculum_factory(_rules_config(config, scenario_seed, refresh_interval=1))
+    curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1)
+    generator = curriculum_config.task_generator
+    curriculum = curriculum_factory(curriculum_config)
     if not isinstance(curriculum, Curriculum) and callable(getattr(curriculum, "close", None)):
         curriculum.close()
     require_capability(isinstance(curriculum, Curriculum),
@@ -414,6 +419,7 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     decided: Counter = Counter()
     tracker = curriculum.tracker
     arrays = tracker.backend.arrays
+    ignore = id_fields(generator, tracker.capacity)
     try:
         for episode in range(1, LIMITS.rules_episodes + 1):
             task = curriculum.get_task()
@@ -423,24 +429,27 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
             slot = tracker.task_ids.tolist().index(task.task_id)
             before = read_state(arrays)
             presented = (tracker.completions >= curriculum.config.min_presentations).tolist()
-            identified = before.keys[slot] != 0
             curriculum.update_task_performance(task.task_id, score)
             after = read_state(arrays)
             where = f"[{settings}] episode {episode}, task {task.task_id} ({task.label}, slot {slot}), seed {scenario_seed}"
-            evicted = tracker.task_ids.item(slot) != task.task_id
-            if evicted:  # (the refresh that shortlisted it saw the state before this completion)
+            expected = reference_record(before, slot, score, config, (task.env_cfg, task.label, ignore))
+            admitted = tracker.task_ids.item(slot)
+            if admitted != task.task_id:  # evicted (the refresh that shortlisted it saw the state before this completion)
                 assert reference_eviction_candidates(before, config, presented)[slot], (
                     f"{where}: evicted, but the documented rules did not let it go at the refresh before "
                     f"(statistics {before.rows[slot]})")
-            if identified:  # (a task of the first fill is identified, and may inherit, at its first completion)
-                expected = reference_record(before, slot, score, config)
-                differences = state_differences(expected, after, skip_slot=slot if evicted else None,
-                                                skip_admission=evicted)
-                assert not differences, (
-                    f"{where}: a completion with score {score!r} left a state the documented rules do not give:\n"
-                    + "\n".join(differences[:10]))
-                decided["mastery"] += after.counters["mastery_events"] > before.counters["mastery_events"]
-                decided["eviction"] += evicted
+                expected, expected_id = reference_eviction(expected, slot, task.task_id, generator,
+                                                           tracker.capacity, config, ignore)
+                assert admitted == expected_id, (
+                    f"{where}: evicted, and task {admitted} admitted in its place; by the documented rules task "
+                    f"{expected_id}")
+                decided["eviction"] += 1
+            differences = state_differences(expected, after)
+            assert not differences, (
+                f"{where}: a completion with score {score!r}"
+                + (f" that evicted the task for task {admitted}" if admitted != task.task_id else "")
+                + " left a state the documented rules do not give:\n" + "\n".join(differences[:10]))
+            decided["mastery"] += after.counters["mastery_events"] > before.counters["mastery_events"]
             probabilities = curriculum.sampling_probabilities()
             reference = reference_probabilities(after, config, decided)
             wrong = [(s, float(p), r) for s, (p, r) in enumerate(zip(probabilities, reference))
