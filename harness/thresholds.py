@@ -167,6 +167,16 @@ class SharedTrackerLimits:
     checks that expect a stuck holder or a leaked lock; the others use the library's default:
     under load on two cores, a holder among eight contending writers was once descheduled with
     the lock for over 1 s)."""
+    handovers: int = 3
+    handover_every: float = 0.5
+    """Times a holder hands the lock on (to itself, at once) before it gets stuck, and the
+    seconds between two handovers, in timeouts (each shorter than one: the wait goes on)."""
+    stuck_after_handovers: float = 10.0
+    """Seconds it then holds the lock (a waiter that never times out gets it after that)."""
+    max_wait_after_handovers: float = 3.0
+    """Timeouts a waiter may take after the last handover before `LockTimeoutError`."""
+    handover_attempts: int = 3
+    """Updates tried: one that wins a handover goes through, and the next waits again."""
     max_wait_after_kill: float = 5.0
     """Seconds the survivors may take to finish once the lock holder was SIGKILLed."""
 
@@ -546,8 +556,13 @@ class WorkerFailureLimits:
     episode_length: int = 2
     steps_before: int = 20
     """Vec steps before the fault (ten episodes per env)."""
-    steps_after: int = 200
-    """Vec steps the run may take after the fault: the error must come before they are done."""
+    steps_after: int = 2_000
+    """Vec steps the run may take after the fault: the error must come before they are done
+    (with batches of any done workers the survivors step on until the periodic liveness
+    check sees the dead one: 0.05 s, 25 steps at `trainer_pause`)."""
+    trainer_pause: float = 0.002
+    """Seconds of the trainer's own work between two steps in that layout (the survivors are
+    done by the next step: no batch ever waits)."""
     worker_timeout: float = 1.0
     """Seconds a frozen worker may take for one step before the vecenv gives up on it."""
     deadline: float = 15.0

@@ -401,6 +401,61 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         curriculum.close()
 
 
+def _relay_then_hold(curriculum, ready, relays: int, every: float, hold: float) -> None:
+    """Take the lock, hand it on to itself `relays` times (released and taken again at once, as
+    writers queueing for it do), then hold it for `hold` seconds (stuck)."""
+    lock = curriculum.tracker.lock
+    lock.acquire()
+    ready.set()
+    for _ in range(relays):
+        time.sleep(every)
+        lock.release()
+        lock.acquire()
+    time.sleep(hold)
+    lock.release()
+
+
+def test_a_lock_holder_stuck_after_handing_the_lock_on_still_times_out(curriculum_factory, require_capability,
+                                                                       scenario_seed) -> None:
+    """A writer waiting while the lock changes hands waits on (contention is not a stuck
+    holder), but once a holder stops handing it on, the wait ends in `LockTimeoutError` within
+    the timeout counted from the last handover: a waiter that has seen the lock move must still
+    notice when it stops moving."""
+    timeout = LIMITS.lock_timeout
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, lock_timeout=timeout)
+    relays, every = LIMITS.handovers, LIMITS.handover_every * timeout
+    holder = None
+    try:
+        ready = CTX.Event()
+        holder = CTX.Process(target=_relay_then_hold, args=(curriculum, ready, relays, every, LIMITS.stuck_after_handovers),
+                             daemon=True)
+        holder.start()
+        assert ready.wait(30), "the lock-holding process never took the lock"
+        deadline = relays * every + LIMITS.max_wait_after_handovers * timeout
+        outcomes = []
+        started = time.monotonic()
+        for _ in range(LIMITS.handover_attempts):  # (a waiter may win a handover: then it waits again)
+            task = curriculum.get_task()
+            error = _update_error(curriculum, task.task_id)
+            outcomes.append((round(time.monotonic() - started, 2), type(error).__name__ if error else "went through"))
+            if error is not None:
+                break
+        waited = time.monotonic() - started
+        assert isinstance(error, LockTimeoutError) and f"held by pid {holder.pid}" in str(error), (
+            f"updates while process {holder.pid} handed the lock on {relays} times, {every:.2f} s apart, then held it: "
+            f"(seconds, outcome) {outcomes}; expected LockTimeoutError naming the holder, timeout {timeout} s, "
+            f"seed {scenario_seed}")
+        assert waited <= deadline, (
+            f"a writer waited {waited:.1f} s for a lock handed on {relays} times {every:.2f} s apart and then held, "
+            f"limit {deadline:.1f} s (the handovers, then {LIMITS.max_wait_after_handovers} timeouts of {timeout} s), "
+            f"seed {scenario_seed}")
+    finally:
+        if holder is not None and holder.is_alive():
+            holder.kill()
+            holder.join(timeout=10)
+        curriculum.close()
+
+
 def _differences(seen: np.ndarray, committed: np.ndarray) -> str:
     """Where `seen` differs from `committed`: how many entries, the first few (index: seen vs committed)."""
     where = np.flatnonzero(seen != committed)

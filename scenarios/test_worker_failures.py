@@ -8,7 +8,8 @@ just stops making progress.
 
 pufferlib Multiprocessing, four envs on two worker processes sharing one curriculum, or on
 four stepped in asynchronous batches of two (a batch is a block of two workers, one of which
-may have answered while the other is dead): after some steps one worker is killed (SIGKILL)
+may have answered while the other is dead; or any two workers that are done, so the survivors
+keep every batch ready and nothing ever waits on the dead one): after some steps one worker is killed (SIGKILL)
 or frozen (SIGSTOP, with `worker_timeout`). The
 next steps (or, after a kill, a `reset()` and the steps after it) must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
 seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
@@ -47,9 +48,10 @@ def _config(seed: int) -> CurriculumConfig:
                             algorithm=UniformConfig(), num_active_tasks=4, seed=seed)
 
 
-def _steps_until_error(vecenv, steps: int, seen: list[int], *, reset_first: bool = False) -> dict[str, object]:
-    """Step up to `steps` times in a thread (after a `reset()`, with `reset_first`); what it
-    raised (or that it hung) and when."""
+def _steps_until_error(vecenv, steps: int, seen: list[int], *, reset_first: bool = False,
+                       pause: float = 0.0) -> dict[str, object]:
+    """Step up to `steps` times in a thread (after a `reset()`, with `reset_first`; `pause`
+    seconds between steps, a trainer's own work); what it raised (or that it hung) and when."""
     outcome: dict[str, object] = {}
     actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
 
@@ -58,6 +60,8 @@ def _steps_until_error(vecenv, steps: int, seen: list[int], *, reset_first: bool
             if reset_first:
                 vecenv.reset()
             for _ in range(steps):
+                if pause:
+                    time.sleep(pause)
                 infos = vecenv.step(actions)[4]
                 seen[0] += sum(1 for info in infos if isinstance(info, dict) and "curriculum_stats/completions" in info)
         except BaseException as error:  # the outcome under test
@@ -76,7 +80,11 @@ LAYOUTS = {
     "sync": {"num_workers": LIMITS.num_workers},
     # one env per worker, batches of two (pufferlib's zero-copy blocks: workers 0-1 and 2-3)
     "async": {"num_workers": LIMITS.num_envs, "batch_size": 2},
+    # batches of any two workers that are done: with the trainer's own work between steps the
+    # three survivors always have a batch ready, and nothing ever waits on the dead one
+    "async-any": {"num_workers": LIMITS.num_envs, "batch_size": 2, "zero_copy": False},
 }
+PAUSES = {"async-any": LIMITS.trainer_pause}
 
 
 #: what the trainer calls next: a step, or (killed workers only: a frozen one is the same wait)
@@ -105,10 +113,11 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"the vecenv failed before any fault: {before}, seed {scenario_seed}")
         os.kill(processes[victim].pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
         struck = time.monotonic()
-        after = _steps_until_error(vecenv, LIMITS.steps_after, seen, reset_first=then == "reset")
+        after = _steps_until_error(vecenv, LIMITS.steps_after, seen, reset_first=then == "reset",
+                                   pause=PAUSES.get(layout, 0.0))
         assert not after.get("hung"), (
-            f"worker {victim} {fault}, then {then}(): the vecenv was still waiting {LIMITS.deadline} s later instead "
-            f"of raising WorkerProcessError, seed {scenario_seed}")
+            f"worker {victim} {fault}, then {then}(): the vecenv was still waiting (or stepping the other workers) "
+            f"{LIMITS.deadline} s later instead of raising WorkerProcessError, seed {scenario_seed}")
         error = after.get("error")
         assert isinstance(error, WorkerProcessError) and f"worker {victim}" in str(error), (
             f"worker {victim} {fault}, then {then}(): expected WorkerProcessError naming worker {victim} within "
@@ -131,6 +140,44 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             if process.exitcode is None:
                 os.kill(process.pid, signal.SIGKILL)
         vecenv.close()
+        getattr(curriculum, "close", lambda: None)()
+
+
+class _CloseFails(ExactAccountingEnv):
+    """An env whose `close()` raises (a renderer or a file handle that cannot be released)."""
+
+    def close(self) -> None:
+        raise RuntimeError("the env could not release its renderer")
+
+
+def _env_close_fails(buf=None, seed=0):
+    return _CloseFails(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
+
+
+def test_an_env_whose_close_fails_still_leaves_no_worker_running(curriculum_factory, require_capability,
+                                                                  scenario_seed) -> None:
+    """`close()` stops and reaps every worker even when pufferlib's own close fails half-way
+    (it closes its driver env first and stops the workers after): the env's error reaches the
+    caller, and no worker process is left running."""
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
+    curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
+    vecenv = make_curriculum_vecenv(_env_close_fails, curriculum, backend="Multiprocessing", tracking="shared",
+                                    num_envs=LIMITS.num_envs, num_workers=LIMITS.num_workers, overwork=True,
+                                    seed=scenario_seed)
+    processes = list(vecenv.vecenv.processes)
+    try:
+        vecenv.reset(seed=scenario_seed)
+        assert "error" not in _steps_until_error(vecenv, LIMITS.steps_before, [0])
+        with pytest.raises(RuntimeError, match="could not release its renderer"):
+            vecenv.close()
+        running = [p.pid for p in processes if p.exitcode is None]
+        assert not running, (
+            f"worker processes {running} still run after close() (the env's close failed), seed {scenario_seed}")
+    finally:
+        for process in processes:
+            if process.exitcode is None:
+                os.kill(process.pid, signal.SIGKILL)
         getattr(curriculum, "close", lambda: None)()
 
 
