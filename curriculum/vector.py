@@ -221,6 +221,7 @@ class SharedCurriculumVecEnv:
         self._sentinels = [process.sentinel for process in self._processes]
         self._next_check = 0.0
         self._running = ["start-up"] * len(self._processes)  # per worker, what it was last asked to do
+        self._asked_at = [time.monotonic()] * len(self._processes)  # and when
         self._stopper = None
         if self._processes:  # stop the workers if this object is dropped unclosed, or at exit
             self._stopper = multiprocessing.util.Finalize(
@@ -281,6 +282,7 @@ class SharedCurriculumVecEnv:
             return
         self._await(_workers_idle)  # pufferlib's reset drains running steps first
         self._running = ["reset"] * len(self._processes)
+        self._asked_at = [time.monotonic()] * len(self._processes)
         with self._pipes_of_dead_workers():
             self.vecenv.async_reset(seed)
 
@@ -300,8 +302,10 @@ class SharedCurriculumVecEnv:
         if self._processes:
             batch = vecenv.w_slice
             workers = range(len(self._processes))[batch] if isinstance(batch, slice) else np.atleast_1d(batch)
+            now = time.monotonic()
             for worker in workers:
                 self._running[int(worker)] = "step"
+                self._asked_at[int(worker)] = now
         vecenv.send(actions)
 
     def recv(self) -> tuple[Any, ...]:
@@ -364,6 +368,8 @@ class SharedCurriculumVecEnv:
             if now >= self._next_check:
                 self._next_check = now + WORKER_CHECK_PERIOD
                 self._check_workers_alive()
+                if self.worker_timeout is not None:  # (batches of other workers may keep coming)
+                    self._check_workers_answer(now)
             if ready(vecenv):
                 return
             if deadline is not None and now >= deadline:
@@ -394,11 +400,20 @@ class SharedCurriculumVecEnv:
         self._fail(f"Vectorized worker {index} (pid {process.pid}) {_describe_exit(process.exitcode)} "
                    f"{'after' if finished else 'during'} its {running}; its traceback, if any, is on stderr")
 
-    def _fail_stuck(self) -> None:
+    def _check_workers_answer(self, now: float) -> None:
+        """Fail on a worker that has not answered within `worker_timeout` of being asked, even
+        while batches of the others keep coming (fully asynchronous batching never waits on it)."""
+        vecenv = self.vecenv
+        for worker in vecenv.waiting_workers:
+            if now - self._asked_at[worker] > self.worker_timeout and not _arrived(vecenv, worker):
+                self._fail_stuck(worker)
+
+    def _fail_stuck(self, stuck: int | None = None) -> None:
         # the first waiting worker that has not arrived: still in its step, or done with it and
         # flagged infos that never reached its pipe (stopped while sending them)
         vecenv = self.vecenv
-        stuck = next((i for i in vecenv.waiting_workers if not _arrived(vecenv, i)), None)
+        if stuck is None:
+            stuck = next((i for i in vecenv.waiting_workers if not _arrived(vecenv, i)), None)
         if stuck is None:  # every waiting worker arrived while we looked: name them all
             self._fail(f"Vectorized workers {sorted(vecenv.waiting_workers)} did not deliver a batch within "
                        f"worker_timeout={self.worker_timeout} s")

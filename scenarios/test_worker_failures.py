@@ -80,8 +80,10 @@ LAYOUTS = {
     "sync": {"num_workers": LIMITS.num_workers},
     # one env per worker, batches of two (pufferlib's zero-copy blocks: workers 0-1 and 2-3)
     "async": {"num_workers": LIMITS.num_envs, "batch_size": 2},
-    # batches of any two workers that are done: with the trainer's own work between steps the
-    # three survivors always have a batch ready, and nothing ever waits on the dead one
+    # batches of any two workers that are done, in any order (pufferlib's `sync_traj=False`, set
+    # below, as in a vecenv built by hand and wrapped in SharedCurriculumVecEnv): with the
+    # trainer's own work between steps the three survivors always have a batch ready, and
+    # nothing ever waits on the dead one
     "async-any": {"num_workers": LIMITS.num_envs, "batch_size": 2, "zero_copy": False},
 }
 PAUSES = {"async-any": LIMITS.trainer_pause}
@@ -103,6 +105,8 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
     vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared",
                                     num_envs=LIMITS.num_envs, overwork=True, seed=scenario_seed,
                                     **LAYOUTS[layout], **options)
+    if layout == "async-any":
+        vecenv.vecenv.sync_traj = False
     processes = list(vecenv.vecenv.processes)
     victim = len(processes) - 1
     try:
