@@ -153,7 +153,7 @@ class SharedTrackerLimits:
     """And these more: a staged window as long as the pool then writes at a position other than
     the slots the stuck writer touches (a window position mistaken for a slot shows)."""
     min_history_evictions: int = 4
-    """Evictions the evicting history must make (the built-in: 12-41 at seeds 0-9)."""
+    """Evictions the evicting history must make (the built-in: 14-138 at seeds 0-19)."""
     late_reports_per_writer: int = 5000
     """Completions each writer reports for tasks that already left the pool (all late), at once."""
     unpickling_writers: int = 1
@@ -167,6 +167,9 @@ class SharedTrackerLimits:
     checks that expect a stuck holder or a leaked lock; the others use the library's default:
     under load on two cores, a holder among eight contending writers was once descheduled with
     the lock for over 1 s)."""
+    evict_attempts: int = 1000
+    """Completions a stuck writer may make in its open update until one evicts a task (after
+    the evicting history, seeds 0-19: 2-139)."""
     handovers: int = 3
     handover_every: float = 0.5
     """Times a holder hands the lock on (to itself, at once) before it gets stuck, and the

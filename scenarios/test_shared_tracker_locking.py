@@ -18,6 +18,7 @@ import multiprocessing as mp
 import os
 import pickle
 import queue as queue_module
+import random
 import signal
 import time
 import traceback
@@ -98,7 +99,8 @@ class _Children:
 def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, pool: int = LIMITS.pool,
                        evicting: bool = False, staged: bool = False, lock_timeout: float | None = None):
     """A shared curriculum; `evicting`: learning progress over learnable and impossible tasks,
-    which evicts and remembers the configurations of evicted tasks (rarely written arrays);
+    which evicts and remembers the configurations of evicted tasks (rarely written arrays), and
+    goes on evicting (no admission is passed over for a label's usefulness);
     `staged`: staged progression whose window of recent scores is as long as the pool (an
     array of pool length not indexed by slot), never advancing. `lock_timeout`: only for a
     check that waits on a stuck holder; the others keep the factory's default, since on two
@@ -113,7 +115,7 @@ def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, poo
         config = CurriculumConfig(algorithm=algorithm, num_active_tasks=pool, seed=seed)
     elif evicting:
         space = impossible_task_space(num_learnable=4, num_impossible=4 * pool, seed=seed)
-        config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(min_samples_for_lp=2),
+        config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(min_samples_for_lp=2, admission_usefulness=0.0),
                                   num_active_tasks=pool, seed=seed, refresh_interval=4, min_presentations=3,
                                   eviction_percentile=50.0)
     else:
@@ -472,21 +474,32 @@ def _other_rows(capacity: int, slot: int, rows: str) -> list[int]:
 
 
 def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go=None, *,
-                     through_curriculum: bool = False, checkpoint: dict | None = None) -> None:
+                     through_curriculum: bool = False, checkpoint: dict | None = None, evicted=None) -> None:
     """A writer stuck inside an update: it wrote slot `slot` twice, then the next slot ("few"
     rows) or every slot of the pool ("all": more rows than one update usually touches), put a
     new task into the slot after the next, and never committed (with `go`: committed once
     `go` was set). `through_curriculum`: the completions go through `update_task_performance`,
     so the algorithm writes its own arrays too, all in the one open update. `checkpoint`
-    ("restore"): the update is `load_state(checkpoint)`, which rewrites every array."""
+    ("restore"): the update is `load_state(checkpoint)`, which rewrites every array. `evicted`
+    ("evict"): completions through the curriculum until one evicts a task (its
+    statistics go to the memory of configurations, a new task comes in), then 1 in `evicted`."""
     tracker = curriculum.tracker
     lock = tracker.lock
     lock.acquire()
     release = lock.release
-    if through_curriculum or checkpoint is not None:
+    if through_curriculum or checkpoint is not None or evicted is not None:
         lock.release = lambda: None  # (this process only) each update joins the open one
-    if checkpoint is not None:
-        curriculum.load_state(checkpoint)
+    if checkpoint is not None or evicted is not None:
+        if checkpoint is not None:
+            curriculum.load_state(checkpoint)
+        else:
+            before = tracker.evictions
+            for _ in range(LIMITS.evict_attempts):
+                if tracker.evictions > before:
+                    evicted.value = 1
+                    break
+                task = curriculum.get_task()  # (scored as in the evicting history)
+                curriculum.update_task_performance(task.task_id, float(task.label == "learnable") * random.random())
         ready.set()
         if go is not None and go.wait(seconds):
             release()
@@ -508,9 +521,13 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
     time.sleep(seconds)
 
 
+#: (committed history, what the stuck update writes): see the test
+STUCK_UPDATES = [(history, rows) for history in ("uniform", "evicting", "staged") for rows in ("few", "all", "restore")]
+STUCK_UPDATES.append(("evicting", "evict"))
+
+
 @pytest.mark.parametrize("end", ["killed", "commits"])
-@pytest.mark.parametrize("rows", ["few", "all", "restore"])
-@pytest.mark.parametrize("history", ["uniform", "evicting", "staged"])
+@pytest.mark.parametrize(("history", "rows"), STUCK_UPDATES)
 def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory, require_capability,
                                                               scenario_seed, history, rows, end) -> None:
     """Lock-free readers see a stuck writer's open update as not yet made; a writer killed
@@ -523,7 +540,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     the rollback as committed. `staged`: a window of recent scores as long as the pool, written
     at its own position, not by slot. "restore": the open update is a checkpoint restore
     (`load_state` of a checkpoint taken halfway through the history), which rewrites every
-    array. Lock-free reads of every task's numbers (touched by the open update or not) return
+    array; "evict": completions through the curriculum until one evicts a task, whose
+    statistics go to the memory of configurations. Lock-free reads of every task's numbers (touched by the open update or not) return
     the committed ones."""
     evicting = history == "evicting"
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
@@ -554,11 +572,17 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         committed_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
 
         ready, go = CTX.Event(), CTX.Event()
+        evicted = CTX.Value("i", 0) if rows == "evict" else None
+        committed_evictions = tracker.evictions
         holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0,
                                                             go if end == "commits" else None),
-                             kwargs={"through_curriculum": history == "staged", "checkpoint": checkpoint}, daemon=True)
+                             kwargs={"through_curriculum": history == "staged", "checkpoint": checkpoint,
+                                     "evicted": evicted}, daemon=True)
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
+        assert evicted is None or evicted.value == 1, (
+            f"the writer's open update evicted no task in {LIMITS.evict_attempts} completions, "
+            f"seed {scenario_seed}")
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
         seen_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
         seen_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
@@ -583,6 +607,13 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                 f"{_differences(seen[name], values)}, seed {scenario_seed}"
             )
 
+        if end == "commits" and evicted is not None:
+            go.set()
+            holder.join(timeout=10)
+            assert tracker.evictions > committed_evictions, (
+                f"a writer committed an update that evicted a task after lock-free reads, and the tracker counts "
+                f"{tracker.evictions} evictions, {committed_evictions} before it, seed {scenario_seed}")
+            return
         if end == "commits" and checkpoint is not None:
             go.set()
             holder.join(timeout=10)
