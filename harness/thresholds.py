@@ -423,6 +423,11 @@ class EnvWrapperLimits:
     """Variants of each kind there (40 configurations for 16 slots: churn), and completions
     before a task may be evicted (the warm-up: a task admitted by another handle becomes
     eligible soon)."""
+    handles_meanwhile: int = 10
+    """Episodes another handle plays in the middle of a handle's refresh."""
+    handles_runs: int = 4
+    """Runs of that check per base seed (each with its own seed): a handle reading the pool's
+    ids after another one acted in its refresh shows in 30-50% of runs."""
     handles_episodes: int = 3000
     handles_min_evictions: int = 5
     """Episodes of that check, and the evictions it needs to mean something (the fewest over

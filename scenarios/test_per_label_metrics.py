@@ -477,11 +477,19 @@ def test_handles_sharing_a_pool_evict_only_tasks_they_shortlisted(require_capabi
     own last refresh saw in that slot and the documented rules let go there: another handle
     may have evicted the shortlisted task and admitted a new one into the slot meanwhile, a
     task no refresh of this handle ever scored (a new task has no learning progress yet after
-    its warm-up, so a stale mark would throw it out)."""
+    its warm-up, so a stale mark would throw it out). Another process may act at any moment,
+    also in the middle of a refresh: once a refresh has chosen what learning progress lets go,
+    another handle plays a few episodes before the refresh marks its shortlist."""
     require_capability(uses_builtin_curriculum, "the rules are those of the built-in learning progress, whose "
                        "handles share one pool")
+    for run in range(LIMITS.handles_runs):  # (a race shows in some runs, not in every one)
+        _evict_from_shared_pool(scenario_seed * LIMITS.handles_runs + run)
+
+
+def _evict_from_shared_pool(seed: int) -> None:
+    """One run of `test_handles_sharing_a_pool_evict_only_tasks_they_shortlisted` (`seed`)."""
     config = dataclasses.replace(
-        _rules_config(LearningProgressConfig(config_memory=64), scenario_seed,
+        _rules_config(LearningProgressConfig(config_memory=64), seed,
                       refresh_interval=LIMITS.handles_refresh_interval, variants=LIMITS.handles_variants),
         min_presentations=LIMITS.handles_min_presentations)
     creator = Curriculum(config, shared_memory=True)
@@ -489,49 +497,75 @@ def test_handles_sharing_a_pool_evict_only_tasks_they_shortlisted(require_capabi
                            for i in range(1, LIMITS.handles)]
     tracker = creator.tracker
     arrays = tracker.backend.arrays
-    seen: dict[int, tuple[list[int], Any, list[bool]]] = {}  # handle -> pool ids, state, presented at its refresh
-
-    def spy(index: int, handle: Curriculum) -> None:
-        refresh = handle._refresh  # (the handle's own shortlisting step, watched from outside)
-
-        def watched() -> None:
-            seen[index] = (tracker.task_ids.tolist(), read_state(arrays),
-                           (tracker.completions >= config.min_presentations).tolist())
-            refresh()
-
-        handle._refresh = watched
-        watched()
-
-    for index, handle in enumerate(handles):
-        spy(index, handle)
-    rng = np.random.default_rng(scenario_seed)
+    # handle -> pool ids, state, presented at its last refresh, and whether another handle acted in it
+    seen: dict[int, tuple[list[int], Any, list[bool], bool]] = {}
+    rng = np.random.default_rng(seed)
     practice: Counter = Counter()
-    evictions = 0
+    played = Counter()
+    refreshing = [False]
+
+    def play(index: int) -> None:
+        """One episode of handle `index`; an eviction it makes is checked against its last refresh."""
+        handle = handles[index]
+        task = handle.get_task()
+        score = _rules_student(task, practice, rng)
+        slot = tracker.task_ids.tolist().index(task.task_id)
+        before, counted = tracker.evictions, played["evictions"]
+        ids, state, presented, meanwhile = seen[index]  # (the update may end with a refresh of its own)
+        handle.update_task_performance(task.task_id, score)
+        played["episodes"] += 1
+        # (another handle playing in the refresh that may end this update counts its own evictions)
+        if tracker.evictions - before == played["evictions"] - counted:
+            return
+        played["evictions"] += 1
+        where = (f"handle {index} of {len(handles)}, episode {played['episodes']}, task {task.task_id} ({task.label}, "
+                 f"slot {slot}), seed {seed}")
+        assert ids[slot] == task.task_id, (
+            f"{where}: evicted, but the handle's last refresh saw task {ids[slot]} in that slot: the task was "
+            f"admitted since, and no refresh of this handle ever scored it")
+        # (a refresh another handle acted in read some numbers before and some after: no one state to replay)
+        assert meanwhile or reference_eviction_candidates(state, config.algorithm, presented)[slot], (
+            f"{where}: evicted, but the documented rules did not let it go at the handle's last refresh "
+            f"(statistics {state.rows[slot]})")
+
+    def watch(index: int, handle: Curriculum) -> None:
+        refresh, candidates = handle._refresh, handle._algorithm.eviction_candidates  # (watched from outside)
+
+        def watched_refresh() -> None:
+            seen[index] = (tracker.task_ids.tolist(), read_state(arrays),
+                           (tracker.completions >= config.min_presentations).tolist(), False)
+            refreshing[0] = True
+            try:
+                refresh()
+            finally:
+                refreshing[0] = False
+
+        def shortlisted_meanwhile(eligible: np.ndarray, scores: np.ndarray) -> np.ndarray:
+            out = candidates(eligible, scores)
+            if refreshing[0] and not played["meanwhile"] and len(seen) == len(handles):
+                played["meanwhile"] = 1  # another handle acts between this refresh's reads
+                seen[index] = (*seen[index][:3], True)
+                try:
+                    for _ in range(LIMITS.handles_meanwhile):
+                        play((index + 1) % len(handles))
+                finally:
+                    played["meanwhile"] = 0
+            return out
+
+        handle._refresh = watched_refresh
+        handle._algorithm.eviction_candidates = shortlisted_meanwhile
+        watched_refresh()
+
     try:
-        for episode in range(1, LIMITS.handles_episodes + 1):
-            if episode % 1000 == 0:
+        for index, handle in enumerate(handles):
+            watch(index, handle)
+        while played["episodes"] < LIMITS.handles_episodes:
+            if played["episodes"] % 1000 == 999:
                 practice.clear()  # forgetting: learned tasks lose ground, churn goes on
-            index = int(rng.integers(len(handles)))
-            task = handles[index].get_task()
-            score = _rules_student(task, practice, rng)
-            slot = tracker.task_ids.tolist().index(task.task_id)
-            ids, state, presented = seen[index]
-            before = tracker.evictions
-            handles[index].update_task_performance(task.task_id, score)
-            if tracker.evictions == before:
-                continue
-            evictions += 1
-            where = (f"handle {index} of {len(handles)}, episode {episode}, task {task.task_id} ({task.label}, slot "
-                     f"{slot}), seed {scenario_seed}")
-            assert ids[slot] == task.task_id, (
-                f"{where}: evicted, but the handle's last refresh saw task {ids[slot]} in that slot: the task was "
-                f"admitted since, and no refresh of this handle ever scored it")
-            assert reference_eviction_candidates(state, config.algorithm, presented)[slot], (
-                f"{where}: evicted, but the documented rules did not let it go at the handle's last refresh "
-                f"(statistics {state.rows[slot]})")
+            play(int(rng.integers(len(handles))))
     finally:
         for handle in reversed(handles):
             handle.close()
-    assert evictions >= LIMITS.handles_min_evictions, (
-        f"only {evictions} evictions in {LIMITS.handles_episodes} episodes, seed {scenario_seed}: the check "
+    assert played["evictions"] >= LIMITS.handles_min_evictions, (
+        f"only {played['evictions']} evictions in {played['episodes']} episodes, seed {seed}: the check "
         "measured too little")
