@@ -167,9 +167,9 @@ class SharedTrackerLimits:
     checks that expect a stuck holder or a leaked lock; the others use the library's default:
     under load on two cores, a holder among eight contending writers was once descheduled with
     the lock for over 1 s)."""
-    evict_attempts: int = 1000
+    change_attempts: int = 1000
     """Completions a stuck writer may make in its open update until one evicts a task (after
-    the evicting history, seeds 0-19: 2-139)."""
+    the evicting history, seeds 0-19: 2-139) or advances the stage (about half the window)."""
     handovers: int = 3
     handover_every: float = 0.5
     """Times a holder hands the lock on (to itself, at once) before it gets stuck, and the

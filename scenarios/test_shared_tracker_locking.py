@@ -97,12 +97,14 @@ class _Children:
 
 
 def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, pool: int = LIMITS.pool,
-                       evicting: bool = False, staged: bool = False, lock_timeout: float | None = None):
+                       evicting: bool = False, staged: bool = False, advancing: bool = False,
+                       lock_timeout: float | None = None):
     """A shared curriculum; `evicting`: learning progress over learnable and impossible tasks,
     which evicts and remembers the configurations of evicted tasks (rarely written arrays), and
     goes on evicting (no admission is passed over for a label's usefulness);
     `staged`: staged progression whose window of recent scores is as long as the pool (an
-    array of pool length not indexed by slot), never advancing. `lock_timeout`: only for a
+    array of pool length not indexed by slot), never advancing (`advancing`: once the window
+    holds `pool` scores whose mean reaches 0.5). `lock_timeout`: only for a
     check that waits on a stuck holder; the others keep the factory's default, since on two
     busy cores a holder descheduled amid eight contending writers kept the lock over a second."""
     parameters = inspect.signature(curriculum_factory).parameters
@@ -111,11 +113,13 @@ def _shared_curriculum(curriculum_factory, require_capability, seed: int, *, poo
     if staged:
         stages = [Stage(f"s{i}", LabelledTaskGenerator(SingleTaskGenerator({"level": i}, label=f"s{i}")))
                   for i in range(2)]
-        algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=0.5, min_episodes=10**9, window=pool)
+        algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=0.5,
+                                            min_episodes=pool if advancing else 10**9, window=pool)
         config = CurriculumConfig(algorithm=algorithm, num_active_tasks=pool, seed=seed)
     elif evicting:
         space = impossible_task_space(num_learnable=4, num_impossible=4 * pool, seed=seed)
-        config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(min_samples_for_lp=2, admission_usefulness=0.0),
+        config = CurriculumConfig(task_generator=space.generator,
+                                  algorithm=LearningProgressConfig(min_samples_for_lp=2, admission_usefulness=0.0),
                                   num_active_tasks=pool, seed=seed, refresh_interval=4, min_presentations=3,
                                   eviction_percentile=50.0)
     else:
@@ -474,32 +478,34 @@ def _other_rows(capacity: int, slot: int, rows: str) -> list[int]:
 
 
 def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go=None, *,
-                     through_curriculum: bool = False, checkpoint: dict | None = None, evicted=None) -> None:
+                     through_curriculum: bool = False, checkpoint: dict | None = None, changed=None) -> None:
     """A writer stuck inside an update: it wrote slot `slot` twice, then the next slot ("few"
     rows) or every slot of the pool ("all": more rows than one update usually touches), put a
     new task into the slot after the next, and never committed (with `go`: committed once
     `go` was set). `through_curriculum`: the completions go through `update_task_performance`,
     so the algorithm writes its own arrays too, all in the one open update. `checkpoint`
-    ("restore"): the update is `load_state(checkpoint)`, which rewrites every array. `evicted`
-    ("evict"): completions through the curriculum until one evicts a task (its
-    statistics go to the memory of configurations, a new task comes in), then 1 in `evicted`."""
+    ("restore"): the update is `load_state(checkpoint)`, which rewrites every array. `changed`
+    ("evict", "advance"): completions through the curriculum until one evicts a task (its
+    statistics go to the memory of configurations, a new task comes in) or advances the stage
+    (a new pool), then 1 in `changed`."""
     tracker = curriculum.tracker
     lock = tracker.lock
     lock.acquire()
     release = lock.release
-    if through_curriculum or checkpoint is not None or evicted is not None:
+    if through_curriculum or checkpoint is not None or changed is not None:
         lock.release = lambda: None  # (this process only) each update joins the open one
-    if checkpoint is not None or evicted is not None:
+    if checkpoint is not None or changed is not None:
         if checkpoint is not None:
             curriculum.load_state(checkpoint)
         else:
-            before = tracker.evictions
-            for _ in range(LIMITS.evict_attempts):
-                if tracker.evictions > before:
-                    evicted.value = 1
+            before = (tracker.evictions, curriculum.stage)
+            for _ in range(LIMITS.change_attempts):
+                if (tracker.evictions, curriculum.stage) != before:
+                    changed.value = 1
                     break
-                task = curriculum.get_task()  # (scored as in the evicting history)
-                curriculum.update_task_performance(task.task_id, float(task.label == "learnable") * random.random())
+                task = curriculum.get_task()  # (scored as in the evicting history; a perfect score advances)
+                score = float(task.label == "learnable") * random.random() if rows == "evict" else 1.0
+                curriculum.update_task_performance(task.task_id, score)
         ready.set()
         if go is not None and go.wait(seconds):
             release()
@@ -523,7 +529,7 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
 
 #: (committed history, what the stuck update writes): see the test
 STUCK_UPDATES = [(history, rows) for history in ("uniform", "evicting", "staged") for rows in ("few", "all", "restore")]
-STUCK_UPDATES.append(("evicting", "evict"))
+STUCK_UPDATES += [("evicting", "evict"), ("staged", "advance")]
 
 
 @pytest.mark.parametrize("end", ["killed", "commits"])
@@ -541,11 +547,12 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     at its own position, not by slot. "restore": the open update is a checkpoint restore
     (`load_state` of a checkpoint taken halfway through the history), which rewrites every
     array; "evict": completions through the curriculum until one evicts a task, whose
-    statistics go to the memory of configurations. Lock-free reads of every task's numbers (touched by the open update or not) return
+    statistics go to the memory of configurations; "advance": perfect scores until the stage
+    advances (history scores stay below its threshold), which refills the whole pool. Lock-free reads of every task's numbers (touched by the open update or not) return
     the committed ones."""
     evicting = history == "evicting"
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
-                                    evicting=evicting, staged=history == "staged")
+                                    evicting=evicting, staged=history == "staged", advancing=rows == "advance")
     tracker = curriculum.tracker
     holder = None
     try:
@@ -557,7 +564,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                 checkpoint = curriculum.get_state()
             task = curriculum.get_task()
             stagnant = evicting and task.label != "learnable"  # an impossible task never pays
-            curriculum.update_task_performance(task.task_id, 0.0 if stagnant else score)
+            low = rows == "advance"  # (below the stage's threshold)
+            curriculum.update_task_performance(task.task_id, 0.0 if stagnant else score * (0.4 if low else 1.0))
         if evicting:
             evictions = curriculum.stats().get("evictions", 0)
             assert evictions >= LIMITS.min_history_evictions, (
@@ -572,17 +580,17 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         committed_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
 
         ready, go = CTX.Event(), CTX.Event()
-        evicted = CTX.Value("i", 0) if rows == "evict" else None
-        committed_evictions = tracker.evictions
+        changed = CTX.Value("i", 0) if rows in ("evict", "advance") else None
+        committed_changes = (tracker.evictions, curriculum.stage)
         holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0,
                                                             go if end == "commits" else None),
                              kwargs={"through_curriculum": history == "staged", "checkpoint": checkpoint,
-                                     "evicted": evicted}, daemon=True)
+                                     "changed": changed}, daemon=True)
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
-        assert evicted is None or evicted.value == 1, (
-            f"the writer's open update evicted no task in {LIMITS.evict_attempts} completions, "
-            f"seed {scenario_seed}")
+        assert changed is None or changed.value == 1, (
+            f"the writer's open update made no {'eviction' if rows == 'evict' else 'stage advance'} in "
+            f"{LIMITS.change_attempts} completions, seed {scenario_seed}")
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
         seen_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
         seen_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
@@ -607,12 +615,14 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                 f"{_differences(seen[name], values)}, seed {scenario_seed}"
             )
 
-        if end == "commits" and evicted is not None:
+        if end == "commits" and changed is not None:
             go.set()
             holder.join(timeout=10)
-            assert tracker.evictions > committed_evictions, (
-                f"a writer committed an update that evicted a task after lock-free reads, and the tracker counts "
-                f"{tracker.evictions} evictions, {committed_evictions} before it, seed {scenario_seed}")
+            now = (tracker.evictions, curriculum.stage)
+            assert now != committed_changes, (
+                f"a writer committed an update that made an {'eviction' if rows == 'evict' else 'stage advance'} "
+                f"after lock-free reads, and the tracker shows (evictions, stage) {now}, {committed_changes} before "
+                f"it, seed {scenario_seed}")
             return
         if end == "commits" and checkpoint is not None:
             go.set()
