@@ -403,7 +403,10 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
                                                                    scenario_seed, settings) -> None:
     """Each completion changes the learning-progress state as the module docstring of
     `curriculum.algorithms.learning_progress` says (the task's statistics, frontier practice,
-    label usefulness and retries, the budgets a mastery renews), and each refresh samples from
+    label usefulness and retries, the budgets a mastery renews; for a task of the first fill,
+    its configuration looked up; for an evicted one, its statistics remembered, the task the
+    rules admit in its place and what it inherits), only a task the rules let go is evicted,
+    and each refresh samples from
     the distribution those rules give for that state (`harness.lp_reference`): exploration
     floor, cold, revisit and retry budgets, learning progress, the frontier and the fallback
     when nothing learns, split per configuration. Learnable, impossible, noisy and slowly
