@@ -564,13 +564,14 @@ class WorkerFailureLimits:
     episode_length: int = 2
     steps_before: int = 20
     """Vec steps before the fault (ten episodes per env)."""
-    steps_after: int = 2_000
-    """Vec steps the run may take after the fault: the error must come before they are done
-    (with batches of any done workers the survivors step on until the periodic liveness
-    check sees the dead one: 0.05 s, 25 steps at `trainer_pause`)."""
-    trainer_pause: float = 0.002
-    """Seconds of the trainer's own work between two steps in that layout (the survivors are
-    done by the next step: no batch ever waits)."""
+    steps_after: int = 200
+    """Vec steps the run may take after the fault: the error must come before they are done."""
+    async_any_steps_after: int = 400
+    trainer_pause: float = 0.005
+    """In batches of any done workers the survivors step on until a periodic check sees the
+    dead worker (0.05 s) or the frozen one (`worker_timeout`): 400 steps, each after
+    `trainer_pause` seconds of the trainer's own work (2 s; the survivors are done by the
+    next step, so no batch ever waits, and a check made only while waiting never runs)."""
     worker_timeout: float = 1.0
     """Seconds a frozen worker may take for one step before the vecenv gives up on it."""
     deadline: float = 15.0

@@ -87,6 +87,7 @@ LAYOUTS = {
     "async-any": {"num_workers": LIMITS.num_envs, "batch_size": 2, "zero_copy": False},
 }
 PAUSES = {"async-any": LIMITS.trainer_pause}
+STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 
 
 #: what the trainer calls next: a step, or (killed workers only: a frozen one is the same wait)
@@ -117,7 +118,8 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"the vecenv failed before any fault: {before}, seed {scenario_seed}")
         os.kill(processes[victim].pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
         struck = time.monotonic()
-        after = _steps_until_error(vecenv, LIMITS.steps_after, seen, reset_first=then == "reset",
+        steps_after = STEPS_AFTER.get(layout, LIMITS.steps_after)
+        after = _steps_until_error(vecenv, steps_after, seen, reset_first=then == "reset",
                                    pause=PAUSES.get(layout, 0.0))
         assert not after.get("hung"), (
             f"worker {victim} {fault}, then {then}(): the vecenv was still waiting (or stepping the other workers) "
@@ -125,7 +127,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
         error = after.get("error")
         assert isinstance(error, WorkerProcessError) and f"worker {victim}" in str(error), (
             f"worker {victim} {fault}, then {then}(): expected WorkerProcessError naming worker {victim} within "
-            f"{LIMITS.steps_after} steps, got {error!r}, seed {scenario_seed}")
+            f"{steps_after} steps, got {error!r}, seed {scenario_seed}")
         waited = after["at"] - struck
         assert waited <= LIMITS.deadline, f"the error came {waited:.1f} s after the fault, seed {scenario_seed}"
         for process in processes:
