@@ -170,8 +170,8 @@ class SharedTrackerLimits:
     change_attempts: int = 1000
     """Completions a stuck writer may make in its open update until one evicts a task (after
     the evicting history, seeds 0-19: 2-139) or advances the stage (about half the window)."""
-    handovers: int = 3
-    handover_every: float = 0.5
+    handovers: int = 2
+    handover_every: float = 0.3
     """Times a holder hands the lock on (to itself, at once) before it gets stuck, and the
     seconds between two handovers, in timeouts (each shorter than one: the wait goes on)."""
     stuck_after_handovers: float = 10.0
