@@ -47,9 +47,9 @@ def test_the_suite_fails_on_a_vector_blind_to_failures(fault: str, then: str, bl
     blinded = threading.Event()
     blinded.set()
 
-    def check(self: Any) -> None:
+    def check(self: Any, *args: Any) -> None:
         if not blinded.is_set():
-            original(self)
+            original(self, *args)
 
     monkeypatch.setattr(SharedCurriculumVecEnv, blind, check)
     monkeypatch.setattr(suite, "LIMITS", dataclasses.replace(suite.LIMITS, deadline=3.0))
