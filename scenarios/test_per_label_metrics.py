@@ -128,6 +128,16 @@ def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenari
                 f"{expected!r}; input {values}, seed {scenario_seed}")
 
 
+def _built_in(curriculum_factory, require_capability, config: CurriculumConfig, why: str) -> Curriculum:
+    """The curriculum under test for `config` if it is the built-in one; a plug-in's is closed
+    and the check skipped with `why`."""
+    curriculum = curriculum_factory(config)
+    if not isinstance(curriculum, Curriculum) and callable(getattr(curriculum, "close", None)):
+        curriculum.close()
+    require_capability(isinstance(curriculum, Curriculum), why)
+    return curriculum
+
+
 #: The documented defaults, and settings that each differ from them (a constant in place of a
 #: setting shows under the second).
 _LP_SETTINGS = {
@@ -150,13 +160,10 @@ def test_every_tasks_learning_progress_follows_its_definition(curriculum_factory
                                            "variant": list(range(10_000))},
                                       value_labels={"kind": {k: k for k in ("learnable", "impossible", "noisy")}},
                                       seed=scenario_seed)
-    curriculum = curriculum_factory(CurriculumConfig(task_generator=generator, algorithm=config, num_active_tasks=16,
-                                                     seed=scenario_seed, refresh_interval=5))
-    if not isinstance(curriculum, Curriculum) and callable(getattr(curriculum, "close", None)):
-        curriculum.close()
-    require_capability(isinstance(curriculum, Curriculum),
-                       "the reference is the definition of the built-in learning progress (a Curriculum with a "
-                       "LearningProgressConfig), not this curriculum's")
+    curriculum = _built_in(curriculum_factory, require_capability, CurriculumConfig(
+        task_generator=generator, algorithm=config, num_active_tasks=16, seed=scenario_seed, refresh_interval=5),
+        "the reference is the definition of the built-in learning progress (a Curriculum with a "
+        "LearningProgressConfig), not this curriculum's")
     rng = np.random.default_rng(scenario_seed)
     received: dict[int, list[float]] = defaultdict(list)
     practice: Counter = Counter()
@@ -416,12 +423,9 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
     curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1)
     generator = curriculum_config.task_generator
-    curriculum = curriculum_factory(curriculum_config)
-    if not isinstance(curriculum, Curriculum) and callable(getattr(curriculum, "close", None)):
-        curriculum.close()
-    require_capability(isinstance(curriculum, Curriculum),
-                       "the rules are those of the built-in learning progress (a Curriculum with a "
-                       "LearningProgressConfig), not this curriculum's")
+    curriculum = _built_in(curriculum_factory, require_capability, curriculum_config,
+                           "the rules are those of the built-in learning progress (a Curriculum with a "
+                           "LearningProgressConfig), not this curriculum's")
     rng = np.random.default_rng(scenario_seed)
     practice: Counter = Counter()
     decided: Counter = Counter()
