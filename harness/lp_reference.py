@@ -1,13 +1,19 @@
-"""A reference implementation of the learning progress of one task, from its definition.
+"""A reference implementation of the built-in learning progress, from its documentation.
 
-`curriculum.algorithms.learning_progress` documents a task's learning progress as a function
-of the scores it received: a warm-up whose mean is the baseline, two EMAs of the normalised
-score, a noise variance from successive differences, a peak that remembers learned ground,
-and a noise band. This module computes it again, plainly and from scratch for every task, so
-the gate can hold the library's vectorised, shared-memory version to it number by number.
+`reference_learning_progress`: `curriculum.algorithms.learning_progress` documents a task's
+learning progress as a function of the scores it received: a warm-up whose mean is the
+baseline, two EMAs of the normalised score, a noise variance from successive differences, a
+peak that remembers learned ground, and a noise band. It is computed again here, plainly and
+from scratch for every task (one that inherited statistics from the memory of configurations,
+or that is scored in another range than [0, 1], is not covered), so the gate can hold the
+library's vectorised, shared-memory version to it number by number.
 
-Only what the scores alone determine: a task that inherited statistics from the memory of
-configurations, or that is scored in another range than [0, 1], is not covered.
+The rest restates the whole algorithm one transition at a time, on a plain copy of its state
+(`read_state`): what a completion does (`reference_record`), which tasks a refresh lets go
+(`reference_eviction_candidates`), what an eviction remembers and admits
+(`reference_eviction`) and the distribution a refresh samples from (`reference_probabilities`).
+Each takes the library's state before the transition as given, so an error is caught at the
+transition that makes it and is not carried on.
 """
 
 from __future__ import annotations
@@ -217,8 +223,8 @@ def reference_record(before: LPState, slot: int, score: float, config: LearningP
                 r["front"] = 0.0
         after.admission_failure = 0.0
         for i, (key, entry) in enumerate(zip(after.memory_keys, after.memory)):
-            stagnant = entry["slow"] < rules.learned_at(entry) and rules.gap(entry) <= rules.band * math.sqrt(entry["var"])
-            if key and stagnant:
+            progress = rules.gap(entry) > rules.band * math.sqrt(entry["var"])
+            if key and entry["slow"] < rules.learned_at(entry) and not progress:
                 after.memory_keys[i] = 0
                 after.memory[i] = dict.fromkeys(STATE_FIELDS, 0.0)
     label = after.labels[slot] - 1
@@ -235,7 +241,8 @@ def reference_record(before: LPState, slot: int, score: float, config: LearningP
     return after
 
 
-def reference_probabilities(state: LPState, config: LearningProgressConfig, tally: Counter | None = None) -> list[float]:
+def reference_probabilities(state: LPState, config: LearningProgressConfig,
+                            tally: Counter | None = None) -> list[float]:
     """The sampling distribution over the pool's slots that `state` gives, by the documented
     rules: every budget split per configuration first, then over its copies. `tally` counts
     the rules that had a say (a check on rules that never decide checks nothing)."""

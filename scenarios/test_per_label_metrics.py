@@ -443,10 +443,11 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
             presented = (tracker.completions >= curriculum.config.min_presentations).tolist()
             curriculum.update_task_performance(task.task_id, score)
             after = read_state(arrays)
-            where = f"[{settings}] episode {episode}, task {task.task_id} ({task.label}, slot {slot}), seed {scenario_seed}"
+            where = (f"[{settings}] episode {episode}, task {task.task_id} ({task.label}, slot {slot}), "
+                     f"seed {scenario_seed}")
             expected = reference_record(before, slot, score, config, (task.env_cfg, task.label, ignore))
             admitted = tracker.task_ids.item(slot)
-            if admitted != task.task_id:  # evicted (the refresh that shortlisted it saw the state before this completion)
+            if admitted != task.task_id:  # evicted (shortlisted by the refresh that saw the state before)
                 assert reference_eviction_candidates(before, config, presented)[slot], (
                     f"{where}: evicted, but the documented rules did not let it go at the refresh before "
                     f"(statistics {before.rows[slot]})")

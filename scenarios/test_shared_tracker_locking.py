@@ -548,8 +548,9 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     (`load_state` of a checkpoint taken halfway through the history), which rewrites every
     array; "evict": completions through the curriculum until one evicts a task, whose
     statistics go to the memory of configurations; "advance": perfect scores until the stage
-    advances (history scores stay below its threshold), which refills the whole pool. Lock-free reads of every task's numbers (touched by the open update or not) return
-    the committed ones."""
+    advances (history scores stay below its threshold), which refills the whole pool. Lock-free
+    reads of every task's numbers (touched by the open update or not) return the committed
+    ones."""
     evicting = history == "evicting"
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
                                     evicting=evicting, staged=history == "staged", advancing=rows == "advance")

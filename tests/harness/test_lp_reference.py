@@ -15,7 +15,8 @@ import pytest
 from curriculum import Curriculum
 from curriculum.algorithms import learning_progress
 from curriculum.algorithms.learning_progress import LearningProgressAlgorithm
-from scenarios.test_per_label_metrics import test_every_completion_and_refresh_follows_the_documented_rules as rules_check
+from scenarios.test_per_label_metrics import \
+    test_every_completion_and_refresh_follows_the_documented_rules as rules_check
 
 _EVENTS = learning_progress.LP_COUNTERS.index("mastery_events")
 
