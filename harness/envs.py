@@ -76,11 +76,14 @@ __all__ = [
 DESYNC_MODES: Final = ("none", "legacy", "truncate")
 EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
 """How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
-DESYNC_SIGNALS: Final = ("info", "nested", "attribute")
+DESYNC_SIGNALS: Final = ("info", "nested", "attribute", "loose")
 """How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info
 (`exact_accounting/truncated_by_desync`, or "nested" one level deeper:
 `exact_accounting/cut/truncated_by_desync`), or its `desync_truncation` attribute set at that
-step (all are part of the wrappers' contract: the flag counts at any nesting depth)."""
+step (all are part of the wrappers' contract: the flag counts at any nesting depth). "loose":
+the flag is in every episode's last info, False at a time limit and True at a desync cut and
+at a terminal end too (an env that flags a cut it scheduled for later than where the episode
+reached its end): only a truncation with the flag is a desync cut."""
 INFO_FORMATS: Final = ("list", "dict")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts, or one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's)."""
@@ -546,6 +549,8 @@ class ExactAccountingEnv(_HarnessEnv):
             numbers["cut"] = {"truncated_by_desync": np.bool_(True)}  # a numpy bool, as envs often write
         elif end == ENDED_DESYNC:
             numbers["truncated_by_desync"] = True
+        if self._desync_signal == "loose":
+            numbers["truncated_by_desync"] = end != ENDED_TRUNCATED
         info = self._episode_info({"exact_accounting": numbers}, settings, returns, end, step)
         return self.observations, self.rewards, self.terminals, self.truncations, info if self._dict_infos else [info]
 

@@ -183,7 +183,9 @@ def _assert_wrapper_counts_what_was_recorded(env, curriculum, seed: int) -> None
 # the env returns one info dict at every step on purpose (gymnasium's checker warns about it):
 # a wrapper that writes its episode entries into it repeats them at every later step
 @pytest.mark.filterwarnings("ignore:.*The infos returned by `step` and the following `step` share an object")
-def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factory, scenario_seed, oracle) -> None:
+@pytest.mark.parametrize("desync_signal", ["attribute", "loose"])
+def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factory, scenario_seed, oracle,
+                                                              desync_signal) -> None:
     """`GymCurriculumEnv` over a gymnasium env: each episode runs its own task's config from its
     first step, full episodes and time-limit truncations are recorded once, desync cuts never,
     episodes abandoned by a `reset()` after their first step (gymnasium's way to start over)
@@ -192,7 +194,9 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     `LIMITS.fail_every_draw`, at an episode's end or in `reset()`) loses nothing: the ended
     episode stays recorded and its infos come with the `reset()` that draws again; an episode
     whose record fails (one in `LIMITS.fail_every_record`) or whose score leaves the range is
-    dropped, and not counted."""
+    dropped, and not counted. Desync cuts are flagged by the env's attribute, or by an info
+    flag that is also there (False, or True) when the episode ended otherwise ("loose"): only a
+    truncation with the flag is a cut."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0], "end": ["terminal", "truncated", "desync"]},
         label="exact", seed=scenario_seed))
@@ -200,7 +204,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
         fail_every=LIMITS.fail_every_draw, seed=scenario_seed, fail_records_every=LIMITS.fail_every_record)
-    inner = GymExactAccountingEnv(seed=scenario_seed, desync_signal="attribute")
+    inner = GymExactAccountingEnv(seed=scenario_seed, desync_signal=desync_signal)
     made = gymnasium.wrappers.OrderEnforcing(gymnasium.wrappers.PassiveEnvChecker(inner))  # as gymnasium.make builds it
     env = GymCurriculumEnv(made, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
     ran, resets, refused, full = [], [], 0, []

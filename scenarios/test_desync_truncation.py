@@ -118,11 +118,15 @@ def test_desynced_workers_are_staggered_and_not_starved(curriculum_factory, curr
 ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 
 
-@pytest.mark.parametrize("num_envs", [1, 4])
+@pytest.mark.parametrize(("num_envs", "desync_signal"), [(1, "info"), (4, "nested"), (1, "loose")],
+                         ids=["1", "4", "1-loose"])
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
-                                                                     scenario_seed, num_envs, oracle, golden) -> None:
+                                                                     scenario_seed, num_envs, desync_signal, oracle,
+                                                                     golden) -> None:
     """Tasks end their episodes by terminals, by a plain time limit or by a desync cut (flagged
-    in the info one level deep, or with 4 envs two levels deep)."""
+    in the info one level deep, or with 4 envs two levels deep; or "loose": the flag in every
+    episode's last info, False at a time limit, True at a terminal end too, where it means
+    nothing without a truncation)."""
     # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
     variants = [Variant(f"cut_{end}", {"episode_length": length, "end": end, "reward_per_step": reward}, "learnable", 0)
                 for length in (2, 3, 5) for reward in (0.25, 0.5) for end in ENDINGS]
@@ -135,7 +139,7 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
 
     def make_env(buf=None, seed=0):
         seed = seed + 1000 * scenario_seed
-        env = ExactAccountingEnv(buf=buf, seed=seed, desync_signal="info" if num_envs == 1 else "nested")
+        env = ExactAccountingEnv(buf=buf, seed=seed, desync_signal=desync_signal)
         return curriculum_env_class(env, curriculum, seed=seed, buf=buf)
 
     vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=num_envs)
