@@ -294,6 +294,15 @@ def test_exact_accounting_truncated_ends(end: str, desync: bool) -> None:
     assert env.desync_truncation is False  # the info flag is the signal
 
 
+@pytest.mark.parametrize(("end", "flag", "truncated"), [("terminal", True, False), ("truncated", False, True),
+                                                       ("desync", True, True)])
+def test_exact_accounting_loose_desync_flag_is_in_every_last_info(end: str, flag: bool, truncated: bool) -> None:
+    env = ExactAccountingEnv(episode_length=2, end=end, desync_signal="loose")
+    _, infos, _, was_truncated = run_episode(env)
+    assert was_truncated is truncated and infos[0]["exact_accounting"]["truncated_by_desync"] is flag
+    assert infos[0][EPISODE_RECORD_KEY].ended == end
+
+
 def test_exact_accounting_desync_signalled_by_attribute() -> None:
     env = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="attribute")
     _, infos, _, truncated = run_episode(env)
@@ -301,8 +310,8 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
     assert "truncated_by_desync" not in infos[0]["exact_accounting"]
     env.reset()
     assert env.desync_truncation is False
-    with pytest.raises(ValueError, match="^Expected `desync_signal` to be one of \\('info', 'nested', 'attribute'\\), "
-                                         "received 'x'$"):
+    with pytest.raises(ValueError, match="^Expected `desync_signal` to be one of \\('info', 'nested', 'attribute', "
+                                         "'loose'\\), received 'x'$"):
         ExactAccountingEnv(desync_signal="x")
     nested = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="nested")
     _, infos, _, truncated = run_episode(nested)
