@@ -594,7 +594,9 @@ class GymExactAccountingEnv(gymnasium.Env):
         super().reset(seed=seed)
         self.resets.append((seed, options))
         observations, _ = self.inner.reset()
-        return observations[0].copy(), {}
+        # what a new episode starts from, under the key its end reports in (a wrapper merging
+        # the two must keep the ended episode's)
+        return observations[0].copy(), {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         observations, rewards, terminals, truncations, infos = self.inner.step(np.zeros(1, dtype=np.int32))
