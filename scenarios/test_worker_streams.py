@@ -5,7 +5,8 @@ stream shared through fork, a per-worker reseed that never happens or ignores it
 or task ids derived from the wrong counter, so distinct tasks collide. A pool of distinct
 tasks (each episode's record names the task it ran); four envs on two worker processes
 (pufferlib Multiprocessing, shared tracking) and on Serial. Checked: no two worker
-processes draw the same sequence; the same seed gives the same per-env sequences again and
+processes draw the same sequence, also when the parent ran a vector over the curriculum first
+(its handle was reseeded in the parent before the workers were forked); the same seed gives the same per-env sequences again and
 another seed different ones; every number is checked by the accounting oracle (one task id
 per task config and back).
 
@@ -45,11 +46,21 @@ def _env(buf=None, seed=0):
     return ExactAccountingEnv(buf=buf, seed=seed)
 
 
-def _streams(curriculum_factory, seed: int, backend: str, algorithm, oracle) -> dict[int, list]:
-    """Per env slot of the vector, the task tags its episodes ran, in order."""
+def _streams(curriculum_factory, seed: int, backend: str, algorithm, oracle, *,
+             parent_vector: bool = False) -> dict[int, list]:
+    """Per env slot of the vector, the task tags its episodes ran, in order (`parent_vector`:
+    after a Serial vector over the same curriculum ran in this process, as an evaluation
+    vector built before the training one does)."""
     options = {"shared_memory": True} if backend == "Multiprocessing" else {}
     curriculum = curriculum_factory(stream_config(seed, algorithm), **options)
     watcher = oracle(context=f"{backend} streams, seed {seed}")
+    if parent_vector:  # (its episodes are the oracle's too; its envs' seeds lie outside the vector's)
+        evaluation = make_curriculum_vecenv(_env, curriculum, backend="Serial", tracking="shared", num_envs=2,
+                                            seed=seed + LIMITS.other_seed_offset)
+        watcher.observe(evaluation.reset(seed=seed)[1])
+        for _ in range(LIMITS.vec_steps // 4):
+            watcher.observe(evaluation.step(np.zeros(evaluation.action_space.shape, dtype=np.int32))[4])
+        evaluation.close()
     target = watcher.watch(curriculum) if backend == "Serial" else curriculum
     vec_options = {"num_workers": LIMITS.num_workers, "overwork": True} if backend == "Multiprocessing" else {}
     vecenv = make_curriculum_vecenv(_env, target, backend=backend, tracking="shared", num_envs=LIMITS.num_envs,
@@ -67,7 +78,8 @@ def _streams(curriculum_factory, seed: int, backend: str, algorithm, oracle) -> 
         close()
     streams: dict[str, list] = {}
     for episode in watcher.episodes:
-        streams.setdefault(episode.record.env, []).append(episode.record.identity)
+        if not parent_vector or int(episode.record.env.split(":")[1]) < seed + LIMITS.other_seed_offset:
+            streams.setdefault(episode.record.env, []).append(episode.record.identity)
     # env names are `<pid>:<seed>:<n>`: order the envs by their vector seed, which names the slot
     names = sorted(streams, key=lambda n: int(n.split(":")[1]))
     env_seeds = [int(name.split(":")[1]) for name in names]
@@ -91,19 +103,22 @@ def test_worker_processes_draw_different_sequences_reproducibly(shared_factory, 
     again = _streams(shared_factory, scenario_seed, "Multiprocessing", UniformConfig(), oracle)
     other = _streams(shared_factory, scenario_seed + LIMITS.other_seed_offset, "Multiprocessing", UniformConfig(),
                      oracle)
+    after_evaluation = _streams(shared_factory, scenario_seed, "Multiprocessing", UniformConfig(), oracle,
+                                parent_vector=True)
     assert len(first) == LIMITS.num_envs, f"{len(first)} envs reported episodes, expected {LIMITS.num_envs}"
     per_worker = LIMITS.num_envs // LIMITS.num_workers
     workers = [sum((first[slot] for slot in range(w * per_worker, (w + 1) * per_worker)), [])
                for w in range(LIMITS.num_workers)]
     prefix = LIMITS.compared_prefix
-    for a in range(LIMITS.num_workers):
-        for b in range(a + 1, LIMITS.num_workers):
-            same = sum(x == y for x, y in zip(first[a * per_worker][:prefix], first[b * per_worker][:prefix]))
-            assert same < LIMITS.max_shared_draws, (
-                f"worker processes {a} and {b} drew the same task in {same} of their first {prefix} episodes "
-                f"(uniform over {LIMITS.pool} tasks: about {prefix / LIMITS.pool:.0f}); their streams are not "
-                f"independent, seed {scenario_seed}"
-            )
+    for run, streams in (("", first), (" after a Serial vector over the curriculum ran in the parent", after_evaluation)):
+        for a in range(LIMITS.num_workers):
+            for b in range(a + 1, LIMITS.num_workers):
+                same = sum(x == y for x, y in zip(streams[a * per_worker][:prefix], streams[b * per_worker][:prefix]))
+                assert same < LIMITS.max_shared_draws, (
+                    f"worker processes {a} and {b} drew the same task in {same} of their first {prefix} episodes"
+                    f"{run} (uniform over {LIMITS.pool} tasks: about {prefix / LIMITS.pool:.0f}); their streams are "
+                    f"not independent, seed {scenario_seed}"
+                )
     assert first == again, (
         f"the same seed gave different per-env task sequences (first difference at env "
         f"{next(i for i in first if first[i] != again.get(i))}), seed {scenario_seed}"
