@@ -433,8 +433,8 @@ def test_a_lock_holder_stuck_after_handing_the_lock_on_still_times_out(curriculu
     holder = None
     try:
         ready = CTX.Event()
-        holder = CTX.Process(target=_relay_then_hold, args=(curriculum, ready, relays, every, LIMITS.stuck_after_handovers),
-                             daemon=True)
+        holder = CTX.Process(target=_relay_then_hold, daemon=True,
+                             args=(curriculum, ready, relays, every, LIMITS.stuck_after_handovers))
         holder.start()
         assert ready.wait(30), "the lock-holding process never took the lock"
         deadline = relays * every + LIMITS.max_wait_after_handovers * timeout
@@ -597,7 +597,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         seen_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
         assert seen_ids == committed_ids, (
             f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update ("
-            + ("a checkpoint restore" if checkpoint is not None else f"that put task {UNCOMMITTED_TASK_ID} in")
+            + {"restore": "a checkpoint restore", "evict": "an eviction", "advance": "a stage advance"}.get(
+                rows, f"that put task {UNCOMMITTED_TASK_ID} in")
             + f"); committed: {committed_ids}, seed {scenario_seed}"
         )
         assert seen_stats == committed_stats, (
