@@ -100,6 +100,12 @@ class LPState:
                        list(self.retries), dict(self.counters), self.admission_failure, list(self.memory_keys),
                        [dict(row) for row in self.memory], list(self.label_keys))
 
+    def config_shares(self) -> tuple[list[float], int]:
+        """Each slot's share of its configuration (1 / its copies) and the number of
+        configurations; a task whose configuration is not known yet counts as one of its own."""
+        copies = Counter(key for key in self.keys if key)
+        return [1.0 / copies[key] if key else 1.0 for key in self.keys], len(copies) + self.keys.count(0)
+
 
 def read_state(arrays: Mapping[str, np.ndarray]) -> LPState:
     """The state held in a learning-progress tracker's arrays (`tracker.backend.arrays`)."""
@@ -248,10 +254,7 @@ def reference_probabilities(state: LPState, config: LearningProgressConfig,
     the rules that had a say (a check on rules that never decide checks nothing)."""
     rules = _Rules(config)
     n = len(state.rows)
-    copies = Counter(key for key in state.keys if key)
-    # a task whose configuration is not known yet counts as a configuration of its own
-    share = [1.0 / copies[key] if key else 1.0 for key in state.keys]
-    configs = len(copies) + state.keys.count(0)
+    share, configs = state.config_shares()
     warm = [row["count"] >= rules.warmup for row in state.rows]
     lp = [rules.lp(row) for row in state.rows]
     learned = [w and row["slow"] >= rules.learned_at(row) for w, row in zip(warm, state.rows)]
@@ -343,9 +346,7 @@ def reference_eviction_candidates(state: LPState, config: LearningProgressConfig
     none = [False] * n
     if state.admission_failure > 0.95:
         return none
-    copies = Counter(key for key in state.keys if key)
-    configs = len(copies) + state.keys.count(0)
-    share = [1.0 / copies[key] if key else 1.0 for key in state.keys]
+    share, configs = state.config_shares()
     kept = [False] * n
     if configs <= n // 2:
         groups = [key if key else ("unknown", slot) for slot, key in enumerate(state.keys)]
