@@ -405,14 +405,16 @@ def _inherit(state: LPState, slot: int) -> None:
 
 
 def reference_eviction(state: LPState, slot: int, evicted_task_id: int, generator: Any, capacity: int,
-                       config: LearningProgressConfig, ignore: frozenset[str]) -> tuple[LPState, int]:
+                       config: LearningProgressConfig, ignore: frozenset[str],
+                       tally: Counter | None = None) -> tuple[LPState, int]:
     """The state after the task in `slot` (`state`: its completion recorded) is evicted, and the
     id of the task admitted in its place (points 2 and 4 of the module docstring): the evicted
     task's statistics are remembered under its configuration (once warm), and of the next
     `admission_candidates` ids of the slot, those whose configuration is not remembered as
     stagnant and whose label is useful enough qualify: the first qualifying configuration the
     pool does not hold is admitted, else the first qualifying one, else the most useful
-    candidate; it starts from what the memory holds for its configuration."""
+    candidate; it starts from what the memory holds for its configuration. `tally` counts a
+    full memory neighbourhood (an entry replaced) as "memory full"."""
     rules = _Rules(config)
     after = state.copy()
     row, key = after.rows[slot], after.keys[slot]
@@ -422,6 +424,8 @@ def reference_eviction(state: LPState, slot: int, evicted_task_id: int, generato
         free = [i for i in probes if after.memory_keys[i] in (key, 0)]
         # the first free or own entry, else (a full neighbourhood) the one resting on the fewest completions
         target = free[0] if free else min(probes, key=lambda i: (after.memory[i]["count"], probes.index(i)))
+        if not free and tally is not None:
+            tally["memory full"] += 1
         after.memory_keys[target] = key
         after.memory[target] = dict(row)
     after.rows[slot] = dict.fromkeys(STATE_FIELDS, 0.0)

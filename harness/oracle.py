@@ -100,8 +100,9 @@ _BUILTIN_MODULE: Final = "curriculum.curriculum"
 `_MEAN_SCORED` and its task ids are its generator's; a plug-in's scores and ids are its own."""
 
 _BOUNDARY: Final = 1e-9
-"""A staged window mean this close to a threshold is at it: rounding may decide either way
-(unless every score since the stage began is a multiple of `_EXACT_UNIT`, whose sums are exact)."""
+"""A plug-in's staged window mean this close to a threshold is at it: rounding may decide either
+way (unless every score since the stage began is a multiple of `_EXACT_UNIT`, whose sums are
+exact). The built-in curriculum's rule is exact."""
 _EXACT_UNIT: Final = 2.0**-32
 _MAX_LISTED: Final = 25
 DRAW_TEST_Z: Final = 6.0
@@ -239,21 +240,28 @@ class _StagedReference:
     (advancing at `>=`, regressing below)."""
     inexact: bool = False
     """A score since the stage began is not a small multiple of `_EXACT_UNIT`."""
+    score_range: tuple[float, float] | None = None
+    """The built-in curriculum's: its rule is exact (module docstring of
+    `curriculum.algorithms.staged`: a stage moves on the window's scores, normalised by this
+    range, summed exactly near a threshold), so its move is never taken on trust."""
 
     @classmethod
-    def from_config(cls, algorithm: Any) -> _StagedReference:
+    def from_config(cls, algorithm: Any, score_range: tuple[float, float] | None = None) -> _StagedReference:
         labels = {}
         for index, stage in enumerate(algorithm.stages):
             for label in stage.task_generator.labels:
                 labels.setdefault(label, index)
         return cls(labels, algorithm.advancement_threshold, algorithm.regression_threshold,
-                   algorithm.min_episodes, algorithm.window, len(algorithm.stages) - 1)
+                   algorithm.min_episodes, algorithm.window, len(algorithm.stages) - 1, score_range=score_range)
 
     def credit(self, label: str, score: float, *, decide: bool = True) -> None:
         """One credited completion; `decide=False`: counted in the window, no stage move."""
         self.at_boundary = False
         if self.stage_of_label.get(label) != self.stage:
             return  # a previous-stage task (mixed slots) does not count towards this stage
+        if self.score_range is not None:
+            low, high = self.score_range
+            score = (score - low) / (high - low)
         self.before = (self.episodes, deque(self.scores), self.inexact)
         self.episodes += 1
         self.scores.append(score)
@@ -262,9 +270,12 @@ class _StagedReference:
             self.scores.popleft()
         if self.episodes < self.min_episodes or not decide:
             return
-        mean = sum(self.scores) / len(self.scores)
-        self.at_boundary = self.inexact and any(abs(mean - t) <= _BOUNDARY
-                                                for t in (self.threshold, self.regression) if t is not None)
+        if self.score_range is not None:
+            mean = math.fsum(self.scores) / len(self.scores)
+        else:  # a plug-in's own arithmetic may round either way at a threshold
+            mean = sum(self.scores) / len(self.scores)
+            self.at_boundary = self.inexact and any(abs(mean - t) <= _BOUNDARY
+                                                    for t in (self.threshold, self.regression) if t is not None)
         if self.stage < self.last and mean >= self.threshold:
             self._move(+1)
             self.advancements += 1
@@ -679,9 +690,10 @@ class WatchedCurriculum:
         self.left: deque = deque(maxlen=_LEFT_CHECKED)
         """The latest task objects that left the pool: a worker may still hold one."""
         algorithm = getattr(getattr(inner, "config", None), "algorithm", None)
-        self.staged = _StagedReference.from_config(algorithm) if hasattr(algorithm, "stages") else None
         score_range = getattr(getattr(inner, "config", None), "score_range", None)
         builtin = any(cls.__module__ == _BUILTIN_MODULE for cls in type(inner).__mro__)
+        self.staged = _StagedReference.from_config(algorithm, score_range if builtin else None) \
+            if hasattr(algorithm, "stages") else None
         self.mean_scored = getattr(algorithm, "name", None) in _MEAN_SCORED and score_range is not None and builtin
         self.generators = _reference_generators(getattr(getattr(inner, "config", None), "task_generator", None),
                                                 algorithm) if builtin else {}

@@ -317,6 +317,10 @@ class StagedLimits:
     sweep_thresholds: tuple[float, float] = (0.75, 0.25)
     """Advancement and regression thresholds of the sweep: window means of its scores land on
     them exactly (the rule advances at a mean equal to the threshold, regresses only below)."""
+    sweep_tenths_thresholds: tuple[float, float] = (0.7, 0.3)
+    sweep_tenths_mixes: tuple[float, ...] = (0.0,)
+    """The sweep again on scores in tenths, whose sums round: thresholds their window means
+    land on, and the mixes of those runs."""
 
 
 STAGED = StagedLimits()
@@ -432,6 +436,16 @@ class EnvWrapperLimits:
     handles_min_evictions: int = 5
     """Episodes of that check, and the evictions it needs to mean something (the fewest over
     seeds 0-19: 11)."""
+    memory_episodes: int = 2000
+    memory_entries: int = 4
+    memory_variants: int = 32
+    memory_eviction_percentile: float = 50.0
+    """The run that fills learning progress's memory of configurations: episodes, memory
+    entries, variants of each kind (128 configurations), and the share of the pool a refresh
+    may evict (churn: every warm evicted task is remembered)."""
+    memory_min_replacements: int = 8
+    """Evictions into a full memory that run must see to mean something (the fewest over seeds
+    0-19: 13)."""
     rules_min_steps: int = 10
     """Refreshes each of its rules (learning progress, the fallback, the frontier, revisits of
     learned and of stalled tasks, retries, cold tasks) must have had a say in for the check to

@@ -478,6 +478,56 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
 
 
+def test_a_full_config_memory_keeps_what_the_rules_keep(curriculum_factory, require_capability,
+                                                        scenario_seed) -> None:
+    """Learning progress's memory of configurations is small and the pool churns through many
+    configurations, so evicted tasks keep arriving at a full memory neighbourhood. Every
+    completion changes the state as the documented rules say; an eviction into a full memory
+    replaces the entry resting on the fewest completions (a mastered configuration's evidence
+    outlives a task seen a few times), and the task admitted next starts from what is left."""
+    algorithm = LearningProgressConfig(config_memory=LIMITS.memory_entries)
+    config = dataclasses.replace(
+        _rules_config(algorithm, scenario_seed, refresh_interval=16, variants=LIMITS.memory_variants),
+        min_presentations=3, eviction_percentile=LIMITS.memory_eviction_percentile)
+    generator = config.task_generator
+    curriculum = _built_in(curriculum_factory, require_capability, config,
+                           "the memory is that of the built-in learning progress (a Curriculum with a "
+                           "LearningProgressConfig), not this curriculum's")
+    rng = np.random.default_rng(scenario_seed)
+    practice: Counter = Counter()
+    decided: Counter = Counter()
+    tracker = curriculum.tracker
+    arrays = tracker.backend.arrays
+    ignore = id_fields(generator, tracker.capacity)
+    try:
+        for episode in range(1, LIMITS.memory_episodes + 1):
+            task = curriculum.get_task()
+            score = _rules_student(task, practice, rng)
+            slot = tracker.task_ids.tolist().index(task.task_id)
+            before = read_state(arrays)
+            curriculum.update_task_performance(task.task_id, score)
+            expected = reference_record(before, slot, score, algorithm, (task.env_cfg, task.label, ignore))
+            admitted, replaced = tracker.task_ids.item(slot), decided["memory full"]
+            if admitted != task.task_id:
+                expected, expected_id = reference_eviction(expected, slot, task.task_id, generator,
+                                                           tracker.capacity, algorithm, ignore, decided)
+                assert admitted == expected_id, (
+                    f"episode {episode}, seed {scenario_seed}: task {task.task_id} evicted, and task {admitted} "
+                    f"admitted in its place; by the documented rules task {expected_id}")
+            differences = state_differences(expected, read_state(arrays))
+            assert not differences, (
+                f"episode {episode}, task {task.task_id} ({task.label}, slot {slot}), seed {scenario_seed}: a "
+                f"completion with score {score!r}"
+                + (" that evicted the task into a full memory" if decided["memory full"] > replaced else
+                   " that evicted the task" if admitted != task.task_id else "")
+                + " left a state the documented rules do not give:\n" + "\n".join(differences[:10]))
+    finally:
+        curriculum.close()
+    assert decided["memory full"] >= LIMITS.memory_min_replacements, (
+        f"only {decided['memory full']} evictions into a full memory in {LIMITS.memory_episodes} episodes, seed "
+        f"{scenario_seed}: the check measured too little")
+
+
 def test_handles_sharing_a_pool_evict_only_tasks_they_shortlisted(require_capability, uses_builtin_curriculum,
                                                                    scenario_seed) -> None:
     """Several handles of one shared learning-progress curriculum (as the workers of a vector

@@ -43,6 +43,7 @@ from curriculum import (
     UniformConfig,
 )
 from curriculum import memory
+from curriculum.algorithms.learning_progress import LP_COUNTERS
 from curriculum.env import CompletionRecorder
 from curriculum.memory import SEGMENT_DIR, remove_orphaned_segments
 from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
@@ -485,9 +486,10 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
     `go` was set). `through_curriculum`: the completions go through `update_task_performance`,
     so the algorithm writes its own arrays too, all in the one open update. `checkpoint`
     ("restore"): the update is `load_state(checkpoint)`, which rewrites every array. `changed`
-    ("evict", "advance"): completions through the curriculum until one evicts a task (its
-    statistics go to the memory of configurations, a new task comes in) or advances the stage
-    (a new pool), then 1 in `changed`."""
+    ("evict", "advance", "master"): completions through the curriculum until one evicts a task
+    (its statistics go to the memory of configurations, a new task comes in), advances the
+    stage (a new pool) or masters a configuration (learning progress clears the memory's
+    stagnant verdicts), then 1 in `changed`."""
     tracker = curriculum.tracker
     lock = tracker.lock
     lock.acquire()
@@ -498,13 +500,15 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
         if checkpoint is not None:
             curriculum.load_state(checkpoint)
         else:
-            before = (tracker.evictions, curriculum.stage)
+            before = _changes(curriculum, rows)
             for _ in range(LIMITS.change_attempts):
-                if (tracker.evictions, curriculum.stage) != before:
+                if _changes(curriculum, rows) != before:
                     changed.value = 1
                     break
-                task = curriculum.get_task()  # (scored as in the evicting history; a perfect score advances)
-                score = float(task.label == "learnable") * random.random() if rows == "evict" else 1.0
+                # (scored as in the evicting history; perfect scores advance and master)
+                task = curriculum.get_task()
+                learnable = float(task.label == "learnable")
+                score = learnable * random.random() if rows == "evict" else learnable if rows == "master" else 1.0
                 curriculum.update_task_performance(task.task_id, score)
         ready.set()
         if go is not None and go.wait(seconds):
@@ -527,9 +531,20 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
     time.sleep(seconds)
 
 
+def _changes(curriculum, rows: str) -> Any:
+    """What an open update of `rows` changes, as the process that makes it sees it: learning
+    progress's mastery events ("master"), else the evictions and the stage."""
+    if rows == "master":
+        return int(curriculum.tracker.backend.arrays["lp_counters"][LP_COUNTERS.index("mastery_events")])
+    return curriculum.tracker.evictions, curriculum.stage
+
+
+#: What each update that goes on until it changes something changes, for messages.
+CHANGES = {"evict": "eviction", "advance": "stage advance", "master": "mastery of a configuration"}
+
 #: (committed history, what the stuck update writes): see the test
 STUCK_UPDATES = [(history, rows) for history in ("uniform", "evicting", "staged") for rows in ("few", "all", "restore")]
-STUCK_UPDATES += [("evicting", "evict"), ("staged", "advance")]
+STUCK_UPDATES += [("evicting", "evict"), ("evicting", "master"), ("staged", "advance")]
 
 
 @pytest.mark.parametrize("end", ["killed", "commits"])
@@ -547,8 +562,10 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     at its own position, not by slot. "restore": the open update is a checkpoint restore
     (`load_state` of a checkpoint taken halfway through the history), which rewrites every
     array; "evict": completions through the curriculum until one evicts a task, whose
-    statistics go to the memory of configurations; "advance": perfect scores until the stage
-    advances (history scores stay below its threshold), which refills the whole pool. Lock-free
+    statistics go to the memory of configurations; "master": perfect scores on learnable tasks
+    until a configuration is mastered, which clears the stagnant verdicts that history left in
+    that memory; "advance": perfect scores until the stage advances (history scores stay below
+    its threshold), which refills the whole pool. Lock-free
     reads of every task's numbers (touched by the open update or not) return the committed
     ones."""
     evicting = history == "evicting"
@@ -581,8 +598,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         committed_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
 
         ready, go = CTX.Event(), CTX.Event()
-        changed = CTX.Value("i", 0) if rows in ("evict", "advance") else None
-        committed_changes = (tracker.evictions, curriculum.stage)
+        changed = CTX.Value("i", 0) if rows in CHANGES else None
+        committed_changes = _changes(curriculum, rows)
         holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0,
                                                             go if end == "commits" else None),
                              kwargs={"through_curriculum": history == "staged", "checkpoint": checkpoint,
@@ -590,15 +607,15 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
         assert changed is None or changed.value == 1, (
-            f"the writer's open update made no {'eviction' if rows == 'evict' else 'stage advance'} in "
+            f"the writer's open update made no {CHANGES[rows]} in "
             f"{LIMITS.change_attempts} completions, seed {scenario_seed}")
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
         seen_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
         seen_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
         assert seen_ids == committed_ids, (
             f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update ("
-            + {"restore": "a checkpoint restore", "evict": "an eviction", "advance": "a stage advance"}.get(
-                rows, f"that put task {UNCOMMITTED_TASK_ID} in")
+            + ("a checkpoint restore" if rows == "restore" else f"a {CHANGES[rows]}" if rows in CHANGES else
+               f"that put task {UNCOMMITTED_TASK_ID} in")
             + f"); committed: {committed_ids}, seed {scenario_seed}"
         )
         assert seen_stats == committed_stats, (
@@ -620,11 +637,16 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         if end == "commits" and changed is not None:
             go.set()
             holder.join(timeout=10)
-            now = (tracker.evictions, curriculum.stage)
+            now = _changes(curriculum, rows)
             assert now != committed_changes, (
-                f"a writer committed an update that made an {'eviction' if rows == 'evict' else 'stage advance'} "
-                f"after lock-free reads, and the tracker shows (evictions, stage) {now}, {committed_changes} before "
-                f"it, seed {scenario_seed}")
+                f"a writer committed an update that made a {CHANGES[rows]} after lock-free reads, and the tracker "
+                f"shows {now}, {committed_changes} before it, seed {scenario_seed}")
+            if rows == "master":
+                remembered = [int(np.count_nonzero(keys)) for keys in
+                              (committed["lp_memory_keys"], tracker.snapshot()["lp_memory_keys"])]
+                assert remembered[1] < remembered[0], (
+                    f"the mastery left the memory of configurations at {remembered[1]} entries, {remembered[0]} "
+                    f"before it: it cleared no stagnant verdict, and the check measured nothing, seed {scenario_seed}")
             return
         if end == "commits" and checkpoint is not None:
             go.set()

@@ -84,24 +84,40 @@ def test_stage_rule_holds_for_every_minimum_and_window(curriculum_factory, requi
     `LIMITS.sweep_mixes` (one of them a fractional number of slots): scores from a seeded
     stream that crosses both thresholds in runs of high and low scores, quarters whose window
     means often land exactly on a threshold (where the rule advances, and does not regress),
-    the oracle replaying the rule."""
-    for minimum, window, mix in itertools.product(range(1, LIMITS.sweep_max + 1), range(1, LIMITS.sweep_max + 1),
-                                                  LIMITS.sweep_mixes):
-        stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
-                                                                            seed=scenario_seed)))
-                  for i in range(LIMITS.num_stages)]
-        config = CurriculumConfig(algorithm=StagedProgressionConfig(
-            stages=stages, advancement_threshold=LIMITS.sweep_thresholds[0], min_episodes=minimum, window=window,
-            regression_threshold=LIMITS.sweep_thresholds[1], previous_stage_mix=mix),
-            num_active_tasks=LIMITS.pool, seed=scenario_seed)
-        watcher = oracle(context=f"min_episodes={minimum}, window={window}, previous_stage_mix={mix}")
-        curriculum = watcher.watch(curriculum_factory(config))
-        rng = random.Random(f"{scenario_seed}-{minimum}-{window}-{mix}")
-        high = True
-        for _ in range(LIMITS.sweep_episodes):
-            if rng.random() < 1.0 / LIMITS.sweep_run_length:
-                high = not high
-            score = rng.choice((0.5, 0.75, 1.0) if high else (0.0, 0.25, 0.5))
-            task = curriculum.get_task()
-            curriculum.update_task_performance(task.task_id, score)
-        watcher.verify()
+    the oracle replaying the rule. Then again on tenths, whose window means land on the
+    thresholds as often but whose sums round: the built-in rule moves on the window's scores,
+    not on the rounding a running sum kept of scores that left it."""
+    quarters = ((0.5, 0.75, 1.0), (0.0, 0.25, 0.5))
+    tenths = (tuple(k / 10 for k in range(5, 11)), tuple(k / 10 for k in range(6)))
+    sweeps = [(quarters, LIMITS.sweep_thresholds, LIMITS.sweep_mixes),
+              (tenths, LIMITS.sweep_tenths_thresholds, LIMITS.sweep_tenths_mixes)]
+    for (high_scores, low_scores), (threshold, regression), mixes in sweeps:
+        for minimum, window, mix in itertools.product(range(1, LIMITS.sweep_max + 1),
+                                                      range(1, LIMITS.sweep_max + 1), mixes):
+            _sweep_stage_rule(curriculum_factory, oracle, scenario_seed, minimum, window, mix, threshold, regression,
+                              high_scores, low_scores)
+
+
+def _sweep_stage_rule(curriculum_factory, oracle, scenario_seed: int, minimum: int, window: int, mix: float,
+                      threshold: float, regression: float, high_scores: tuple[float, ...],
+                      low_scores: tuple[float, ...]) -> None:
+    """One config of `test_stage_rule_holds_for_every_minimum_and_window`."""
+    stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
+                                                                        seed=scenario_seed)))
+              for i in range(LIMITS.num_stages)]
+    config = CurriculumConfig(algorithm=StagedProgressionConfig(
+        stages=stages, advancement_threshold=threshold, min_episodes=minimum, window=window,
+        regression_threshold=regression, previous_stage_mix=mix),
+        num_active_tasks=LIMITS.pool, seed=scenario_seed)
+    watcher = oracle(context=f"min_episodes={minimum}, window={window}, previous_stage_mix={mix}, "
+                             f"thresholds {threshold}/{regression}")
+    curriculum = watcher.watch(curriculum_factory(config))
+    rng = random.Random(f"{scenario_seed}-{minimum}-{window}-{mix}-{threshold}")
+    high = True
+    for _ in range(LIMITS.sweep_episodes):
+        if rng.random() < 1.0 / LIMITS.sweep_run_length:
+            high = not high
+        score = rng.choice(high_scores if high else low_scores)
+        task = curriculum.get_task()
+        curriculum.update_task_performance(task.task_id, score)
+    watcher.verify()

@@ -479,10 +479,22 @@ def _running_sum_record(self: Any, slot: int, score: float, completions: int) ->
     return POOL_UNCHANGED
 
 
-def test_a_staged_decision_left_to_rounding_is_followed_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A stage kept at a threshold by rounding is followed, and so is every later decision: a
-    window mean at a threshold after scores that round is at it either way, even when the
-    rounding score is the one the oracle replays after following the curriculum."""
+class _PlugIn:
+    """A curriculum of another package: the built-in one behind a class of its own."""
+
+    def __init__(self, inner: Curriculum) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+#: Scores after which the running sum keeps the rounding of scores that left the window:
+#: (1.0, 0.0) sums to just under 1, a mean of just under the regression threshold.
+_ROUNDING_SCORES = (0.0, 0.2, 0.2, 0.3, 0.261, 0.7, 0.3, 0.0, 1.0, 0.0, 1.0, 0.261, 0.1, 0.2, 0.1)
+
+
+def _running_sum_run(monkeypatch: pytest.MonkeyPatch, plug_in: bool) -> AccountingOracle:
     from curriculum.algorithms.staged import StagedProgressionAlgorithm
 
     monkeypatch.setattr(StagedProgressionAlgorithm, "record", _running_sum_record)
@@ -491,12 +503,26 @@ def test_a_staged_decision_left_to_rounding_is_followed_to_the_end(monkeypatch: 
     algorithm = StagedProgressionConfig(stages=stages, advancement_threshold=0.5, regression_threshold=0.25,
                                         min_episodes=4, window=2)
     oracle = AccountingOracle(seed=0, context="test")
-    curriculum = oracle.watch(Curriculum(CurriculumConfig(algorithm=algorithm, num_active_tasks=1, seed=0)))
-    # the running sum keeps the rounding of scores that left the window: (1.0, 0.0) sums to just under 1
-    for score in (0.0, 0.2, 0.2, 0.3, 0.261, 0.7, 0.3, 0.0, 1.0, 0.0, 1.0, 0.261, 0.1, 0.2, 0.1):
+    inner = Curriculum(CurriculumConfig(algorithm=algorithm, num_active_tasks=1, seed=0))
+    curriculum = oracle.watch(_PlugIn(inner) if plug_in else inner)
+    for score in _ROUNDING_SCORES:
         curriculum.update_task_performance(curriculum.get_task().task_id, score)
     curriculum.stats()
-    oracle.verify()
+    return oracle
+
+
+def test_a_plug_ins_staged_decision_left_to_rounding_is_followed_to_the_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A plug-in's stage kept at a threshold by rounding is followed, and so is every later
+    decision: a window mean at a threshold after scores that round is at it either way, even
+    when the rounding score is the one the oracle replays after following the curriculum."""
+    _running_sum_run(monkeypatch, plug_in=True).verify()
+
+
+def test_the_built_in_stage_moves_on_the_windows_scores_not_on_its_rounding(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The built-in rule is exact (a window mean at a threshold is at it, whatever scores left
+    the window before): a running sum that regresses on its rounding is named."""
+    with pytest.raises(OracleMismatch, match=r"stage after .*oracle 1 .*reported 0"):
+        _running_sum_run(monkeypatch, plug_in=False).verify()
 
 
 def test_mean_return_is_the_default_score() -> None:
