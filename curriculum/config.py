@@ -250,7 +250,8 @@ class CurriculumConfig:
     """Scores outside [low, high] are refused with `InvalidScoreError`. The tracker keeps the
     scores as given; the algorithm sees them normalised to [0, 1] by (s - low) / (high - low),
     so its thresholds (`advancement_threshold`, `regression_threshold`, `max_baseline`) are in
-    that unit and its state stays finite whatever the range."""
+    that unit and its state stays finite whatever the range. Both bounds lie within
+    [-MAX_SCORE_MAGNITUDE, MAX_SCORE_MAGNITUDE], so sums of scores stay finite."""
     refresh_interval: int | None = None
     """Completions between recomputations of the sampling distribution; None derives
     max(32, num_active_tasks // 8), which keeps the per-call cost flat in pool size."""

@@ -167,6 +167,14 @@ class SharedTrackerLimits:
     checks that expect a stuck holder or a leaked lock; the others use the library's default:
     under load on two cores, a holder among eight contending writers was once descheduled with
     the lock for over 1 s)."""
+    checkpoint_pool: int = 100_000
+    checkpoints_taken: int = 100
+    """Pool of the run whose checkpoints are taken while a worker records without pause, and
+    how many: a copy of a 100,000-task pool takes long enough for completions to land during it
+    (a snapshot not re-checked after its copy was torn in 4 to 29 of 100 over seeds 0-7)."""
+    meanwhile_start: float = 0.3
+    """Seconds given to what other processes do while a writer's update is open (unpickling a
+    copy, a completion waiting for the lock) to get under way before the update commits."""
     change_attempts: int = 1000
     """Completions a stuck writer may make in its open update until one evicts a task (after
     the evicting history, seeds 0-19: 2-139) or advances the stage (about half the window)."""

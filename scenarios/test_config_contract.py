@@ -51,7 +51,7 @@ from curriculum import (
     WeightedTaskSetGenerator,
     make_curriculum_vecenv,
 )
-from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL
+from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE
 from curriculum.env import BUFFER_NAMES
 from curriculum.vector import MAX_NUM_ENVS, default_num_workers
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
@@ -137,8 +137,10 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
      (0, *NOT_INTS)),
     ("eviction_percentile in [0, 100]", lambda v: _curriculum(eviction_percentile=v), "eviction_percentile",
      (0, 100, 100.0, 0.5), (-0.1, 100.1, *NOT_NUMBERS)),
-    ("score_range (low, high), low < high", lambda v: _curriculum(score_range=v), None,
-     ((-1.0, 1.0), (0, 100), [0, 1]), ((1, 1), (1.0, 0.0), (0.0, INF), (NAN, 1.0), (0.0,), (0, 1, 2), "01")),
+    ("score_range (low, high), low < high, within +-MAX_SCORE_MAGNITUDE", lambda v: _curriculum(score_range=v), None,
+     ((-1.0, 1.0), (0, 100), [0, 1], (-MAX_SCORE_MAGNITUDE, MAX_SCORE_MAGNITUDE)),
+     ((1, 1), (1.0, 0.0), (0.0, INF), (NAN, 1.0), (0.0,), (0, 1, 2), "01", (-2 * MAX_SCORE_MAGNITUDE, 0.0),
+      (0.0, 2 * MAX_SCORE_MAGNITUDE), (-2 * MAX_SCORE_MAGNITUDE, -MAX_SCORE_MAGNITUDE))),
     ("refresh_interval None or in [1, MAX_REFRESH_INTERVAL]", lambda v: _curriculum(refresh_interval=v), None,
      (None, 1, MAX_REFRESH_INTERVAL), (0, MAX_REFRESH_INTERVAL + 1, 1.0, True)),
     # generators

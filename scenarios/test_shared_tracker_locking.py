@@ -20,6 +20,7 @@ import pickle
 import queue as queue_module
 import random
 import signal
+import threading
 import time
 import traceback
 from collections import Counter
@@ -46,6 +47,7 @@ from curriculum import memory
 from curriculum.algorithms.learning_progress import LP_COUNTERS
 from curriculum.env import CompletionRecorder
 from curriculum.memory import SEGMENT_DIR, remove_orphaned_segments
+from curriculum.tracker import COUNTERS
 from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
 from harness.runners import completion_info
 from harness.task_spaces import impossible_task_space
@@ -346,6 +348,54 @@ def test_a_curriculum_unpickled_in_another_process_keeps_what_was_recorded_meanw
         curriculum.close()
 
 
+def _record_nonstop(curriculum, stop) -> None:
+    """A worker recording completions of the pool's tasks in turn, without pause, until `stop` is
+    set (or its parent is gone)."""
+    tracker = curriculum.tracker
+    tasks = [tracker.task_id_at(slot) for slot in range(tracker.capacity)]
+    parent, episodes = os.getppid(), 0
+    while not stop.is_set() and (episodes % 1024 or os.getppid() == parent):
+        curriculum.update_task_performance(tasks[episodes % len(tasks)], 0.5)
+        episodes += 1
+
+
+def test_a_checkpoint_taken_while_a_worker_records_is_of_one_moment(curriculum_factory, require_capability,
+                                                                     scenario_seed) -> None:
+    """`get_state()` of a shared curriculum while a worker records (a checkpoint taken during
+    training), and the tracker's lock-free snapshot it is made from, are the state as of one
+    moment: the total of completions is the sum of the tasks' completions, and the score sums
+    add up to their scores. A lock-free copy that does not check, once made, that no update
+    committed while it was made mixes rows copied before an update with counters copied after
+    it, and such a checkpoint restores without complaint."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.checkpoint_pool)
+    stop = CTX.Event()
+    worker = CTX.Process(target=_record_nonstop, args=(curriculum, stop), daemon=True)
+    try:
+        worker.start()
+        while curriculum.tracker.total_completions < LIMITS.checkpoint_pool // 10:
+            time.sleep(0.01)
+        torn, first = [], None
+        for taken in range(LIMITS.checkpoints_taken):
+            arrays = curriculum.get_state()["arrays"] if taken % 20 == 0 else curriculum.tracker.snapshot()
+            total = arrays["counters"][COUNTERS.index("total_completions")]
+            first = total if first is None else first
+            per_task, score_sum = int(np.sum(arrays["completions"])), float(np.sum(arrays["score_sum"]))
+            if (total, 0.5 * total) != (per_task, score_sum):
+                torn.append(f"checkpoint {taken}: {total} completions in all, {per_task} by task, score sum "
+                            f"{score_sum}")
+        assert total > first, f"the worker recorded nothing while {LIMITS.checkpoints_taken} checkpoints were taken"
+        assert not torn, (
+            f"{len(torn)} of {LIMITS.checkpoints_taken} checkpoints taken while a worker recorded are not of one "
+            f"moment (every score 0.5): {torn[:3]}, seed {scenario_seed}")
+    finally:
+        stop.set()
+        worker.join(timeout=10)
+        if worker.is_alive():
+            worker.kill()
+            worker.join(timeout=10)
+        curriculum.close()
+
+
 def _update_error(curriculum, task_id: int) -> BaseException | None:
     """The exception an update raised, or None if it went through."""
     try:
@@ -531,6 +581,35 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
     time.sleep(seconds)
 
 
+class _Meanwhile:
+    """What other processes do while a writer holds an open update, each in a thread of this
+    one: a copy of the curriculum unpickled (a worker starting up: reading must not write) and,
+    with `task_id`, a completion of that task (it waits for the lock)."""
+
+    def __init__(self, curriculum, task_id: int | None) -> None:
+        self.credited: Any = None
+        self.copy: Any = None
+        blob = pickle.dumps(curriculum)
+        self._threads = [threading.Thread(target=self._unpickle, args=(blob,), daemon=True)]
+        if task_id is not None:
+            self._threads.append(threading.Thread(target=self._complete, args=(curriculum, task_id), daemon=True))
+        for thread in self._threads:
+            thread.start()
+        time.sleep(LIMITS.meanwhile_start)  # (each reads, or waits for the lock, before the update commits)
+
+    def _unpickle(self, blob: bytes) -> None:
+        self.copy = pickle.loads(blob)
+
+    def _complete(self, curriculum, task_id: int) -> None:
+        self.credited = curriculum.update_task_performance(task_id, 0.25)
+
+    def join(self) -> None:
+        for thread in self._threads:
+            thread.join(timeout=30)
+        if self.copy is not None:
+            self.copy.close()
+
+
 def _changes(curriculum, rows: str) -> Any:
     """What an open update of `rows` changes, as the process that makes it sees it: learning
     progress's mastery events ("master"), else the evictions and the stage."""
@@ -567,7 +646,10 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     that memory; "advance": perfect scores until the stage advances (history scores stay below
     its threshold), which refills the whole pool. Lock-free
     reads of every task's numbers (touched by the open update or not) return the committed
-    ones."""
+    ones. While an update that commits is open, another worker starts up (unpickles a copy of
+    the curriculum, which must write nothing) and a completion of a task the update replaces
+    waits for the lock: once the update commits, that task has left the pool and its
+    completion is late."""
     evicting = history == "evicting"
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
                                     evicting=evicting, staged=history == "staged", advancing=rows == "advance")
@@ -634,9 +716,19 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                 f"{_differences(seen[name], values)}, seed {scenario_seed}"
             )
 
-        if end == "commits" and changed is not None:
+        if end == "commits":  # while the update is open: a worker starting up, a completion of a task it replaces
+            replaced = committed_ids[(slot + 2) % tracker.capacity] if rows in ("few", "all") else \
+                committed_ids[0] if rows == "advance" else None
+            late = tracker.late_completions
+            meanwhile = _Meanwhile(curriculum, replaced)
             go.set()
             holder.join(timeout=10)
+            meanwhile.join()
+            assert replaced is None or (meanwhile.credited, tracker.late_completions) == (False, late + 1), (
+                f"task {replaced} completed while a writer's open update replaced it, and waited for the lock: "
+                f"credited {meanwhile.credited!r}, {tracker.late_completions - late} late completion(s) counted; it "
+                f"left the pool before its completion was recorded, and is late (False, 1), seed {scenario_seed}")
+        if end == "commits" and changed is not None:
             now = _changes(curriculum, rows)
             assert now != committed_changes, (
                 f"a writer committed an update that made a {CHANGES[rows]} after lock-free reads, and the tracker "
@@ -649,8 +741,6 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                     f"before it: it cleared no stagnant verdict, and the check measured nothing, seed {scenario_seed}")
             return
         if end == "commits" and checkpoint is not None:
-            go.set()
-            holder.join(timeout=10)
             now = tracker.snapshot()
             for name, values in checkpoint["arrays"].items():
                 assert np.array_equal(now[name], np.asarray(values, dtype=now[name].dtype)), (
@@ -659,8 +749,6 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                     f"seed {scenario_seed}")
             return
         if end == "commits":
-            go.set()
-            holder.join(timeout=10)
             others = _other_rows(tracker.capacity, slot, rows)
             expected = committed["completions"].copy()
             expected[slot] += 2
