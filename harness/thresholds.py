@@ -599,6 +599,9 @@ class WorkerFailureLimits:
     deadline: float = 15.0
     """Seconds after the fault by which `WorkerProcessError` must have been raised (a dead
     worker is seen within `WORKER_CHECK_PERIOD`, a frozen one within `worker_timeout`)."""
+    stop_grace: float = 0.3
+    """Seconds `close()` gives workers to obey SIGTERM before it kills them, in the check of an
+    env that ignores it (the library's 2 s, shortened to keep the gate quick)."""
 
 
 WORKER_FAILURES = WorkerFailureLimits()

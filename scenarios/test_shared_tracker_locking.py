@@ -433,6 +433,9 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
             f"an update while process {holder.pid} held the lock {'went through' if error is None else f'raised {error!r}'}"
             f"; expected LockTimeoutError naming the holder within {LIMITS.lock_timeout} s, seed {scenario_seed}"
         )
+        assert isinstance(error, TimeoutError), (
+            f"a lock timeout raised {type(error).__mro__}: a worker's `except TimeoutError` (the builtin way to "
+            f"retry or skip what timed out) does not catch it, seed {scenario_seed}")
         assert waited <= LIMITS.lock_timeout * 3, (
             f"a writer waited {waited:.1f} s on a stuck lock holder, timeout {LIMITS.lock_timeout} s, seed {scenario_seed}"
         )

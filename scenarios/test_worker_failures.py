@@ -13,7 +13,7 @@ keep every batch ready and nothing ever waits on the dead one): after some steps
 or frozen (SIGSTOP, with `worker_timeout`). The
 next steps (or, after a kill, a `reset()` and the steps after it) must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
 seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
-every worker must be stopped, the next `step()` refused at once, and the curriculum must
+every worker must be stopped, the next `step()` refused at once (naming the worker again), and the curriculum must
 still hold every completion the main process saw reported.
 """
 
@@ -32,6 +32,7 @@ import numpy as np
 import pytest
 
 from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig, WorkerProcessError
+from curriculum import vector as vector_module
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
@@ -134,8 +135,11 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             process.join(timeout=LIMITS.deadline)
         alive = [p.pid for p in processes if p.exitcode is None]
         assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
-        with pytest.raises(WorkerProcessError):
+        with pytest.raises(WorkerProcessError) as later:  # (every later call, naming the failure again)
             vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+        assert f"worker {victim}" in str(later.value), (
+            f"worker {victim} {fault}, then {then}(): the step after the failure raised {later.value!r}, which no "
+            f"longer names the worker that failed, seed {scenario_seed}")
         stats = curriculum.stats()
         recorded = stats.get("total_completions", 0) + stats.get("late_completions", 0)
         assert recorded >= seen[0] > 0, (
@@ -160,26 +164,55 @@ def _env_close_fails(buf=None, seed=0):
     return _CloseFails(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
 
 
-def test_an_env_whose_close_fails_still_leaves_no_worker_running(curriculum_factory, require_capability,
-                                                                  scenario_seed) -> None:
+_TEST_PROCESS = os.getpid()
+
+
+def _env_ignoring_sigterm(buf=None, seed=0):
+    """An env that ignores SIGTERM in a worker process (a simulator with handlers of its own)."""
+    if os.getpid() != _TEST_PROCESS:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    return _env(buf=buf, seed=seed)
+
+
+def _ignores_sigterm(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as status:
+        mask = next(line for line in status if line.startswith("SigIgn:")).split()[1]
+    return bool(int(mask, 16) >> (signal.SIGTERM - 1) & 1)
+
+
+#: Envs that make closing hard: what `close()` must raise (None: nothing), and the env.
+HARD_TO_CLOSE = {"close fails": ("could not release its renderer", _env_close_fails),
+                 "ignores SIGTERM": (None, _env_ignoring_sigterm)}
+
+
+@pytest.mark.parametrize("env", sorted(HARD_TO_CLOSE))
+def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory, require_capability,
+                                                             scenario_seed, env, monkeypatch) -> None:
     """`close()` stops and reaps every worker even when pufferlib's own close fails half-way
-    (it closes its driver env first and stops the workers after): the env's error reaches the
-    caller, and no worker process is left running."""
+    (it closes its driver env first and stops the workers after; the env's error reaches the
+    caller), and when the workers' env ignores SIGTERM (they are killed once the grace period,
+    shortened here, ran out). No worker process is left running."""
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
+    raises, make_env = HARD_TO_CLOSE[env]
+    monkeypatch.setattr(vector_module, "_STOP_GRACE", LIMITS.stop_grace)
     curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
-    vecenv = make_curriculum_vecenv(_env_close_fails, curriculum, backend="Multiprocessing", tracking="shared",
+    vecenv = make_curriculum_vecenv(make_env, curriculum, backend="Multiprocessing", tracking="shared",
                                     num_envs=LIMITS.num_envs, num_workers=LIMITS.num_workers, overwork=True,
                                     seed=scenario_seed)
     processes = list(vecenv.vecenv.processes)
     try:
         vecenv.reset(seed=scenario_seed)
         assert "error" not in _steps_until_error(vecenv, LIMITS.steps_before, [0])
-        with pytest.raises(RuntimeError, match="could not release its renderer"):
+        if raises is None:
+            assert all(_ignores_sigterm(p.pid) for p in processes), "the workers' env did not take effect"
             vecenv.close()
+        else:
+            with pytest.raises(RuntimeError, match=raises):
+                vecenv.close()
         running = [p.pid for p in processes if p.exitcode is None]
         assert not running, (
-            f"worker processes {running} still run after close() (the env's close failed), seed {scenario_seed}")
+            f"worker processes {running} still run after close() (the env {env}), seed {scenario_seed}")
     finally:
         for process in processes:
             if process.exitcode is None:
