@@ -172,7 +172,7 @@ class SharedTrackerLimits:
     """Pool of the run whose checkpoints are taken while a worker records without pause, and
     how many: a copy of a 100,000-task pool takes long enough for completions to land during it
     (a snapshot not re-checked after its copy was torn in 4 to 29 of 100 over seeds 0-7)."""
-    meanwhile_start: float = 0.3
+    meanwhile_start: float = 0.15
     """Seconds given to what other processes do while a writer's update is open (unpickling a
     copy, a completion waiting for the lock) to get under way before the update commits."""
     change_attempts: int = 1000
