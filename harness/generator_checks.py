@@ -69,7 +69,8 @@ _GRID = GeneratorSpec(
     label="maze", value_labels={"game.map.width": {10: "small", 20: "medium", 40: "large"}},
 )
 _INT_RANGE = GeneratorSpec(base={"kind": "ints"}, buckets={"level": ValueRange(-3, 4)}, label="ints")
-_FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2], "physics.gravity.scale": [0.5, 2]},
+_FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2], "physics.gravity.scale": [0.5, 2],
+                                      "friction": ValueRange(0.0, 1.0)},  # (whole-number ends, float all the same)
                              label="floats")  # a dotted key whose parents the (empty) base lacks
 _VALUE_LABELLED = GeneratorSpec(  # no label of its own: a task's label is its values' labels alone
     base={"arena": {"size": 0, "walls": True}}, buckets={"arena.size": [8, 16], "team": ["red", "blue", "green"]},

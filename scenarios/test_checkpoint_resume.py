@@ -8,9 +8,9 @@ completions since the last refresh, the eviction shortlist) must still be saved 
 
 And a checkpoint belongs to its config: restoring it into a curriculum whose config differs in
 any one field (of the curriculum's config or its algorithm's, each changed to another valid
-value), or whose task generator makes other tasks (a seed changed, a list of values or
-children rotated, buckets drawn in another order), must be refused, or a run resumes under
-settings or tasks it was never saved with.
+value), or whose task generator (or a stage's) makes other tasks (a seed changed, a list of
+values or children rotated, buckets drawn in another order), must be refused, or a run
+resumes under settings or tasks it was never saved with.
 """
 
 from __future__ import annotations
@@ -351,6 +351,15 @@ def _changed_configs(config: CurriculumConfig) -> tuple[dict[str, CurriculumConf
         for name, generator in _generator_variants(config.task_generator).items():
             if [generator.generate(i) for i in range(LIMITS.generator_probe_ids)] != tasks:  # other tasks
                 changed[name] = dataclasses.replace(config, task_generator=generator)
+    for index, stage in enumerate(getattr(config.algorithm, "stages", ())):  # each stage's generator too
+        tasks = [stage.task_generator.generate(i) for i in range(LIMITS.generator_probe_ids)]
+        path = f"algorithm.stages[{index}].task_generator"
+        for name, generator in _generator_variants(stage.task_generator, path).items():
+            if [generator.generate(i) for i in range(LIMITS.generator_probe_ids)] != tasks:
+                stages = list(config.algorithm.stages)
+                stages[index] = dataclasses.replace(stage, task_generator=generator)
+                changed[name] = dataclasses.replace(config, algorithm=dataclasses.replace(config.algorithm,
+                                                                                          stages=stages))
     return changed, unchanged
 
 
@@ -443,5 +452,7 @@ def test_attaching_refuses_a_config_that_differs_in_any_field(curriculum_factory
 def _field(config: CurriculumConfig, name: str) -> Any:
     if name.startswith("task_generator"):
         return config.task_generator.describe()
+    if name.startswith("algorithm.stages["):
+        return config.algorithm.stages[int(name.split("[")[1].split("]")[0])].task_generator.describe()
     owner, _, attribute = name.rpartition(".")
     return getattr(config.algorithm if owner else config, attribute)
