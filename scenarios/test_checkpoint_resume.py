@@ -211,9 +211,9 @@ def test_a_curriculum_rolled_back_to_a_checkpoint_continues_as_the_uninterrupted
     """Training rolls back in place: the same curriculum object, after running on, loads an
     earlier checkpoint (one taken before its first task, one mid-run, both kept in memory as
     `get_state()` returned them) and must continue exactly as the uninterrupted run did from
-    there: the checkpoints must not change as the curriculum runs on, and nothing the object
-    learned or cached after them (labels seen, statistics, random state) may outlive the
-    restore."""
+    there: the checkpoints must not change as the curriculum runs on, before or after it was
+    restored from them, and nothing the object learned or cached after them (labels seen,
+    statistics, random state) may outlive the restore."""
     if setup == "staged":
         def make_space():
             return staged_space(scenario_seed)
@@ -251,6 +251,10 @@ def test_a_curriculum_rolled_back_to_a_checkpoint_continues_as_the_uninterrupted
             f"curriculum diverged from the uninterrupted run at episode {at + diverged}: task "
             f"{trace[diverged][0]} instead of {uninterrupted[at + diverged][0]}, seed {scenario_seed}"
         )
+    for at, (saved, _) in checkpoints.items():  # (a checkpoint is restored from again, after a failed attempt)
+        assert json.dumps(saved, sort_keys=True) == as_saved[at], (
+            f"{setup}: the checkpoint after {at} episodes changed while the curriculum restored from it ran on "
+            f"(load_state() adopted the caller's state, not a copy of it), seed {scenario_seed}")
     differ = {key: (value, curriculum.stats().get(key)) for key, value in original.stats().items()
               if curriculum.stats().get(key) != value}
     assert not differ, (f"{setup}: numbers after the last roll-back and replay differ from the uninterrupted run "
