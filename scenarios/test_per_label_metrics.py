@@ -405,6 +405,16 @@ def _rules_student(task: Any, practice: Counter, rng: np.random.Generator) -> fl
     return 0.0 if cfg["kind"] == "impossible" else float(rng.random())
 
 
+def _followed(curriculum_factory, require_capability, config: CurriculumConfig,
+              why: str) -> tuple[Curriculum, Any, Any, frozenset[str]]:
+    """The built-in curriculum of `config` (`why` a plug-in is skipped), its tracker, the
+    tracker's arrays and the config fields that only tag tasks with their ids."""
+    curriculum = _built_in(curriculum_factory, require_capability, config,
+                           f"{why} (a Curriculum with a LearningProgressConfig), not this curriculum's")
+    tracker = curriculum.tracker
+    return curriculum, tracker, tracker.backend.arrays, id_fields(config.task_generator, tracker.capacity)
+
+
 @pytest.mark.parametrize("settings", sorted(_LP_SETTINGS))
 def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_factory, require_capability,
                                                                    scenario_seed, settings) -> None:
@@ -423,15 +433,11 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
     curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1)
     generator = curriculum_config.task_generator
-    curriculum = _built_in(curriculum_factory, require_capability, curriculum_config,
-                           "the rules are those of the built-in learning progress (a Curriculum with a "
-                           "LearningProgressConfig), not this curriculum's")
+    curriculum, tracker, arrays, ignore = _followed(curriculum_factory, require_capability, curriculum_config,
+                                                    "the rules are those of the built-in learning progress")
     rng = np.random.default_rng(scenario_seed)
     practice: Counter = Counter()
     decided: Counter = Counter()
-    tracker = curriculum.tracker
-    arrays = tracker.backend.arrays
-    ignore = id_fields(generator, tracker.capacity)
     try:
         for episode in range(1, LIMITS.rules_episodes + 1):
             task = curriculum.get_task()
@@ -490,15 +496,11 @@ def test_a_full_config_memory_keeps_what_the_rules_keep(curriculum_factory, requ
         _rules_config(algorithm, scenario_seed, refresh_interval=16, variants=LIMITS.memory_variants),
         min_presentations=3, eviction_percentile=LIMITS.memory_eviction_percentile)
     generator = config.task_generator
-    curriculum = _built_in(curriculum_factory, require_capability, config,
-                           "the memory is that of the built-in learning progress (a Curriculum with a "
-                           "LearningProgressConfig), not this curriculum's")
+    curriculum, tracker, arrays, ignore = _followed(curriculum_factory, require_capability, config,
+                                                    "the memory is that of the built-in learning progress")
     rng = np.random.default_rng(scenario_seed)
     practice: Counter = Counter()
     decided: Counter = Counter()
-    tracker = curriculum.tracker
-    arrays = tracker.backend.arrays
-    ignore = id_fields(generator, tracker.capacity)
     try:
         for episode in range(1, LIMITS.memory_episodes + 1):
             task = curriculum.get_task()
