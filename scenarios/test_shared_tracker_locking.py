@@ -154,6 +154,7 @@ def _writer(curriculum, index: int, queue) -> None:
     except Exception:  # named in the test's failure at once, not as a report that never came
         queue.put({"error": f"writer {index} failed after {len(infos)} episodes: {traceback.format_exc()}"})
         return
+    curriculum.close()  # a worker done with its handle (the shared curriculum lives on in the others)
     queue.put({"credited": dict(credited), "infos": infos})
 
 
@@ -216,6 +217,11 @@ def test_concurrent_writers_lose_no_update_and_readers_see_no_nan(curriculum_fac
         for report in read_reports:
             assert not report["bad"], f"a lock-free reader saw corrupt stats: {report['bad']}, seed {scenario_seed}"
         watcher.verify(curriculum)
+        try:  # a worker started now (as `spawn` sends the curriculum) attaches to what the closed ones left
+            pickle.loads(pickle.dumps(curriculum)).close()
+        except CurriculumError as error:
+            raise AssertionError(f"{LIMITS.writers} forked writers closed their handles, and a new worker can no "
+                                 f"longer attach to the shared curriculum: {error!r}, seed {scenario_seed}") from error
         golden({"writers": LIMITS.writers, "updates": expected, "recorded": recorded})
     finally:
         stop.set()
@@ -436,6 +442,17 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         assert isinstance(error, TimeoutError), (
             f"a lock timeout raised {type(error).__mro__}: a worker's `except TimeoutError` (the builtin way to "
             f"retry or skip what timed out) does not catch it, seed {scenario_seed}")
+        worker = pickle.loads(pickle.dumps(curriculum))  # attached, as a spawned worker gets it: the same timeout
+        try:
+            started = time.monotonic()
+            error = _update_error(worker, task.task_id)
+            waited = time.monotonic() - started
+        finally:
+            worker.close()
+        assert isinstance(error, LockTimeoutError) and waited <= LIMITS.lock_timeout * 3, (
+            f"a worker attached to the shared curriculum {'went through' if error is None else f'raised {error!r}'} "
+            f"after {waited:.1f} s on the stuck holder; the curriculum was created with a lock timeout of "
+            f"{LIMITS.lock_timeout} s, seed {scenario_seed}")
         assert waited <= LIMITS.lock_timeout * 3, (
             f"a writer waited {waited:.1f} s on a stuck lock holder, timeout {LIMITS.lock_timeout} s, seed {scenario_seed}"
         )
