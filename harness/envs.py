@@ -76,14 +76,16 @@ __all__ = [
 DESYNC_MODES: Final = ("none", "legacy", "truncate")
 EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
 """How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
-DESYNC_SIGNALS: Final = ("info", "nested", "attribute", "loose")
+DESYNC_SIGNALS: Final = ("info", "nested", "attribute", "loose", "split")
 """How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info
 (`exact_accounting/truncated_by_desync`, or "nested" one level deeper:
 `exact_accounting/cut/truncated_by_desync`), or its `desync_truncation` attribute set at that
 step (all are part of the wrappers' contract: the flag counts at any nesting depth). "loose":
 the flag is in every episode's last info, False at a time limit and True at a desync cut and
 at a terminal end too (an env that flags a cut it scheduled for later than where the episode
-reached its end): only a truncation with the flag is a desync cut."""
+reached its end): only a truncation with the flag is a desync cut. "split": as "info", in a
+step's list of infos followed by another dict (an env that reports per agent or per ended
+episode: the flag is in whichever dict belongs to the cut episode)."""
 INFO_FORMATS: Final = ("list", "dict")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts, or one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's)."""
@@ -552,7 +554,10 @@ class ExactAccountingEnv(_HarnessEnv):
         if self._desync_signal == "loose":
             numbers["truncated_by_desync"] = end != ENDED_TRUNCATED
         info = self._episode_info({"exact_accounting": numbers}, settings, returns, end, step)
-        return self.observations, self.rewards, self.terminals, self.truncations, info if self._dict_infos else [info]
+        if self._dict_infos:
+            return self.observations, self.rewards, self.terminals, self.truncations, info
+        return self.observations, self.rewards, self.terminals, self.truncations, \
+            [info, {}] if self._desync_signal == "split" else [info]
 
 
 class GymExactAccountingEnv(gymnasium.Env):

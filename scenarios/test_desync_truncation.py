@@ -118,15 +118,16 @@ def test_desynced_workers_are_staggered_and_not_starved(curriculum_factory, curr
 ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 
 
-@pytest.mark.parametrize(("num_envs", "desync_signal"), [(1, "info"), (4, "nested"), (1, "loose")],
-                         ids=["1", "4", "1-loose"])
+@pytest.mark.parametrize(("num_envs", "desync_signal"), [(1, "info"), (4, "nested"), (1, "loose"), (1, "split")],
+                         ids=["1", "4", "1-loose", "1-split"])
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
                                                                      scenario_seed, num_envs, desync_signal, oracle,
                                                                      golden) -> None:
     """Tasks end their episodes by terminals, by a plain time limit or by a desync cut (flagged
     in the info one level deep, or with 4 envs two levels deep; or "loose": the flag in every
     episode's last info, False at a time limit, True at a terminal end too, where it means
-    nothing without a truncation)."""
+    nothing without a truncation; or "split": the flagged info followed by another dict in the
+    step's list)."""
     # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
     variants = [Variant(f"cut_{end}", {"episode_length": length, "end": end, "reward_per_step": reward}, "learnable", 0)
                 for length in (2, 3, 5) for reward in (0.25, 0.5) for end in ENDINGS]
