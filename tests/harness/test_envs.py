@@ -311,12 +311,15 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
     env.reset()
     assert env.desync_truncation is False
     with pytest.raises(ValueError, match="^Expected `desync_signal` to be one of \\('info', 'nested', 'attribute', "
-                                         "'loose'\\), received 'x'$"):
+                                         "'loose', 'split'\\), received 'x'$"):
         ExactAccountingEnv(desync_signal="x")
     nested = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="nested")
     _, infos, _, truncated = run_episode(nested)
     assert truncated and infos[0]["exact_accounting"]["cut"] == {"truncated_by_desync": True}
     assert nested.desync_truncation is False
+    split = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="split")
+    _, infos, _, truncated = run_episode(split)
+    assert truncated and infos[0]["exact_accounting"]["truncated_by_desync"] is True and infos[1:] == [{}]
 
 
 def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() -> None:
