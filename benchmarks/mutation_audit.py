@@ -11,7 +11,8 @@ code). A mutation is caught when the gate fails; the unmodified tree must pass.
     .venv/bin/python -m benchmarks.mutation_audit 08 13               # some of them
     .venv/bin/python -m benchmarks.mutation_audit --json /tmp/audit.json
 
-Prints one row per mutation (caught or not, tests failed, seconds) and exits 1 if any
+Prints one row per mutation (caught or not, tests failed, seconds); the JSON also names the
+failed tests of each run (a false alarm on the unmodified tree names its test). Exits 1 if any
 mutation passes the gate, no longer applies, or the unmodified tree fails the gate.
 """
 
@@ -34,6 +35,7 @@ GATE = ("-m", "pytest", "scenarios/", "--ignore=scenarios/test_ray_service.py", 
 GATE_TIMEOUT = 600
 """Seconds a gate run may take (about 50 unmodified) before it counts as hung."""
 _SUMMARY = re.compile(r"(\d+) (failed|passed|errors?)")
+_FAILURE = re.compile(r"^(?:FAILED|ERROR) (\S+)", re.MULTILINE)
 
 
 def mutations(selected: list[str]) -> list[Path]:
@@ -65,12 +67,13 @@ def run_gate(patch: Path | None) -> dict[str, object]:
                                   env={**os.environ, "PYTHONPATH": str(tree)}, timeout=GATE_TIMEOUT)
         except subprocess.TimeoutExpired:  # a gate that hangs fails CI too, but names nothing: fix the check
             return {"failed": 1, "passed": 0, "returncode": None, "seconds": GATE_TIMEOUT,
-                    "summary": f"the gate did not finish within {GATE_TIMEOUT} s"}
+                    "summary": f"the gate did not finish within {GATE_TIMEOUT} s", "failures": []}
         seconds = time.monotonic() - started
     last = gate.stdout.strip().splitlines()[-1] if gate.stdout.strip() else gate.stderr.strip()[-200:]
     counts = {kind.rstrip("s"): int(n) for n, kind in _SUMMARY.findall(last)}
     return {"failed": counts.get("failed", 0) + counts.get("error", 0), "passed": counts.get("passed", 0),
-            "returncode": gate.returncode, "seconds": round(seconds, 1), "summary": last}
+            "returncode": gate.returncode, "seconds": round(seconds, 1), "summary": last,
+            "failures": _FAILURE.findall(gate.stdout)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -80,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     baseline = run_gate(None)
-    print(f"unmodified tree: {baseline['summary']}")
+    print(f"unmodified tree: {baseline['summary']}" + "".join(f"\n  {name}" for name in baseline["failures"]))
     results = {"unmodified": baseline, "mutations": {}}
     print("| mutation | caught | tests failed | s | what it breaks |\n|---|---|---:|---:|---|")
     for patch in mutations(args.selected):
