@@ -55,6 +55,13 @@ SIGKILL. The default `num_workers` on Multiprocessing is the most workers that f
 physical cores (pufferlib refuses more without `overwork=True`, and pufferlib-core 3.0.7 then
 fails with an `AttributeError` instead of its own message).
 
+Resets (Multiprocessing). A `reset()` (or `async_reset()`) between steps never waits on a
+worker that already answered, and loses no episode: the infos of steps still running when it is
+called, or received but not yet returned in a batch, are read first (a centralized curriculum
+records their completions) and come at the head of the reset's infos. pufferlib-core 3.0.7's
+own `async_reset()` blocks for ever after a batch whose workers sent infos (it reads their
+pipes again) and drops the others' infos.
+
 Built by hand instead of with the factory: create the `StageBroadcast` first, pass it as
 `stage_source=` to every worker's `CurriculumEnv(local_tracking=False)`, and wrap the vecenv
 in `CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast)`.
@@ -222,6 +229,8 @@ class SharedCurriculumVecEnv:
         self._next_check = 0.0
         self._running = ["start-up"] * len(self._processes)  # per worker, what it was last asked to do
         self._asked_at = [time.monotonic()] * len(self._processes)  # and when
+        self._delivered: set[int] = set()  # workers whose last answer a batch returned, not asked since
+        self._drained: list[Any] = []  # infos read before a reset, returned with its infos
         self._stopper = None
         if self._processes:  # stop the workers if this object is dropped unclosed, or at exit
             self._stopper = multiprocessing.util.Finalize(
@@ -280,9 +289,10 @@ class SharedCurriculumVecEnv:
         if not self._processes:
             self.vecenv.async_reset(seed)
             return
-        self._await(_workers_idle)  # pufferlib's reset drains running steps first
+        self._settle_before_reset()
         self._running = ["reset"] * len(self._processes)
         self._asked_at = [time.monotonic()] * len(self._processes)
+        self._delivered.clear()
         with self._pipes_of_dead_workers():
             self.vecenv.async_reset(seed)
 
@@ -300,12 +310,11 @@ class SharedCurriculumVecEnv:
                 f"{actions.shape} and dtype {actions.dtype}"
             )
         if self._processes:
-            batch = vecenv.w_slice
-            workers = range(len(self._processes))[batch] if isinstance(batch, slice) else np.atleast_1d(batch)
             now = time.monotonic()
-            for worker in workers:
-                self._running[int(worker)] = "step"
-                self._asked_at[int(worker)] = now
+            for worker in self._batch_workers():
+                self._running[worker] = "step"
+                self._asked_at[worker] = now
+                self._delivered.discard(worker)
         vecenv.send(actions)
 
     def recv(self) -> tuple[Any, ...]:
@@ -316,9 +325,13 @@ class SharedCurriculumVecEnv:
             self._await(_batch_ready)
             with self._pipes_of_dead_workers():
                 result = self.vecenv.recv()
+            self._delivered.update(self._batch_workers())
         else:
             result = self.vecenv.recv()
         self._on_infos(result[4])
+        if self._drained:  # the episode ends of steps a reset cut short come with the reset's infos
+            result[4][:0] = self._drained
+            self._drained = []
         return result
 
     def reset(self, seed: int | None = 0) -> tuple[np.ndarray, list[dict[str, Any]]]:
@@ -351,6 +364,42 @@ class SharedCurriculumVecEnv:
     # ---- hooks -------------------------------------------------------------------------------
     def _on_infos(self, infos: list[Any]) -> None:
         """Called with every vec step's infos, before they are returned."""
+
+    def _batch_workers(self) -> list[int]:
+        """The workers of the batch the last `recv()` returned (the one `send()` answers)."""
+        batch = self.vecenv.w_slice
+        workers = range(len(self._processes))[batch] if isinstance(batch, slice) else np.atleast_1d(batch)
+        return [int(worker) for worker in workers]
+
+    def _settle_before_reset(self) -> None:
+        """Leave pufferlib's `async_reset()` nothing to wait for and no infos to drop.
+
+        pufferlib drains every waiting worker first, reading the pipe of each whose semaphore
+        says it sent infos. A worker whose answer a batch already returned keeps that flag with
+        its pipe read (pufferlib-core 3.0.7 then blocks for ever on the empty pipe); steps still
+        running, and answers received but not yet in a batch, end in infos pufferlib would drop,
+        and with them the completions a centralized curriculum records from them. So: clear the
+        flag of the delivered workers, wait for the running ones, read their infos here (their
+        completions recorded now) and return them at the head of the reset's infos.
+        """
+        vecenv = self.vecenv
+        semaphores = vecenv.buf["semaphores"]
+        info = pufferlib.vector.INFO
+        for worker in self._delivered:
+            if semaphores[worker] == info:
+                semaphores[worker] = pufferlib.vector.MAIN
+        self._await(_workers_idle)
+        infos: list[Any] = []
+        for worker in vecenv.waiting_workers:
+            if semaphores[worker] == info:
+                with self._pipes_of_dead_workers():
+                    infos.extend(vecenv.recv_pipes[worker].recv())
+                semaphores[worker] = pufferlib.vector.MAIN
+        for worker, pending in enumerate(getattr(vecenv, "infos", ())):  # (none before the first reset)
+            infos.extend(pending)
+            vecenv.infos[worker] = []
+        self._on_infos(infos)
+        self._drained += infos
 
     # ---- worker failures ---------------------------------------------------------------------
     def _check_usable(self) -> None:

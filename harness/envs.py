@@ -355,6 +355,8 @@ class ExactAccountingEnv(_HarnessEnv):
     reward either: the buffer keeps what it held, which a wrapper must not count again).
     `fail_every_reset` (constructor): every n-th
     `reset()` raises before starting anything (an env whose start fails now and then).
+    `episode_counter` (constructor): a `multiprocessing.Value` every ended episode adds one to,
+    so the episodes envs in forked worker processes ended can be counted in the main process.
 
     The observation of agent i is `[length_i, reward_i, step_in_episode]`, so a test can see
     which config an episode really ran with. Counters (`episodes_completed`, `steps_taken`,
@@ -378,10 +380,12 @@ class ExactAccountingEnv(_HarnessEnv):
         infos: str = "list",
         rewards: str = "every_step",
         fail_every_reset: int = 0,
+        episode_counter: Any = None,
         buf: dict[str, np.ndarray] | None = None,
         seed: int | None = 0,
     ) -> None:
         num_agents = _positive_int("num_agents", num_agents)
+        self._episode_counter = episode_counter
         if rewards not in REWARD_WRITES:
             raise ValueError(f"Expected `rewards` to be one of {REWARD_WRITES!r}, received {rewards!r}")
         self._at_end = rewards == "at_end"
@@ -540,6 +544,9 @@ class ExactAccountingEnv(_HarnessEnv):
                 return self.observations, self.rewards, self.terminals, self.truncations, self._no_info()
         self._episode_running = False
         self.episodes_completed += 1
+        if self._episode_counter is not None:
+            with self._episode_counter.get_lock():
+                self._episode_counter.value += 1
         end = self._settings_now["end"]
         returns = tuple(float(r) for r in self._returns)
         settings = {"reward_per_step": list(self._settings_now["reward_per_step"]),

@@ -350,6 +350,9 @@ class MultiAgentLimits:
     stats_interval: int = 5
     """Completions between two pool-wide reports of one recorder (each env's, or the main
     process's under centralized tracking)."""
+    worker_timeout: float = 20.0
+    """Of the Multiprocessing vectors: a reset that waits on a worker that already answered
+    fails, named, instead of hanging the gate (a step takes microseconds)."""
 
 
 MULTI_AGENT = MultiAgentLimits()

@@ -5,7 +5,7 @@ episode when the first agent is done, or never sees the end when agents finish a
 steps and report it once (a done flag set for that one step only). Three agents earn known,
 different rewards and end at different steps (`ExactAccountingEnv`), holding their done flag
 or pulsing it once, through one env, pufferlib Serial and Multiprocessing with shared and
-centralized tracking (and, centralized, in asynchronous batches of half the workers). The env
+centralized tracking (and in asynchronous batches of half the workers). The env
 keeps writing a reward for agents already done, which no return holds; with held flags it also
 reports returns itself (`get_episode_rewards`, running totals that go on growing after an
 agent's done step), with pulsed ones the wrapper sums the rewards and the env returns its
@@ -20,6 +20,7 @@ env's, or the main process's under centralized tracking) reports pool-wide numbe
 from __future__ import annotations
 
 import inspect
+import multiprocessing
 
 import numpy as np
 import pytest
@@ -31,12 +32,13 @@ from harness.episodes import LabelledTaskGenerator
 from harness.thresholds import MULTI_AGENT as LIMITS
 
 DESIGNS = [("single", None), ("Serial", "shared"), ("Serial", "centralized"), ("Multiprocessing", "shared"),
-           ("Multiprocessing", "centralized"), ("Multiprocessing-async", "centralized")]
+           ("Multiprocessing", "centralized"), ("Multiprocessing-async", "shared"),
+           ("Multiprocessing-async", "centralized")]
 """(backend, tracking); `-async`: four worker processes stepped two at a time (pufferlib's
-asynchronous batches: each step returns whichever two workers finished first). Not with shared
-tracking: there a worker records an episode as it ends, while its batch may still be in flight
-when the run stops, and pufferlib's asynchronous API cannot receive it without stepping another
-batch, so the episodes the main process saw cannot be counted exactly."""
+asynchronous batches: each step returns whichever two workers finished first). A vector run is
+reset once midway, after a step whose workers sent infos, and once at its end: a reset must
+not wait on workers that answered, and must return the episodes of batches still in flight
+(a worker under shared tracking has recorded them already)."""
 
 
 _REWARDS = (1.0, 0.5, 0.25, 0.0, 0.75, 0.125)
@@ -86,10 +88,13 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
         require_capability(callable(getattr(curriculum, "sync_state", None)),
                            "centralized tracking needs sync_state()/apply_sync_state()")
 
+    ran = multiprocessing.Value("q", 0)  # episodes the envs ended, counted across worker processes
+
     def make_env(buf=None, seed=0):
         return ExactAccountingEnv(num_agents=LIMITS.num_agents, done_flags=done_flags, buf=buf,
                                   after_done_reward=LIMITS.after_done_reward, reports_returns=done_flags == "hold",
-                                  infos="list" if done_flags == "hold" else "dict", seed=seed + 1000 * scenario_seed)
+                                  infos="list" if done_flags == "hold" else "dict", episode_counter=ran,
+                                  seed=seed + 1000 * scenario_seed)
 
     try:
         if backend == "single":
@@ -104,17 +109,30 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
             vec_options = {"num_workers": 2, "overwork": True} if backend == "Multiprocessing" else {}
             if asynchronous:
                 vec_options = {"num_workers": LIMITS.num_envs, "batch_size": LIMITS.num_envs // 2, "overwork": True}
+            if backend == "Multiprocessing":
+                vec_options["worker_timeout"] = LIMITS.worker_timeout
             vecenv = make_curriculum_vecenv(make_env, target, backend=backend, tracking=tracking,
                                             num_envs=LIMITS.num_envs, seed=scenario_seed,
                                             stats_interval=LIMITS.stats_interval, **vec_options)
             try:
                 vecenv.reset(seed=scenario_seed)
                 actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
-                for _ in range(LIMITS.steps):
-                    watcher.observe(vecenv.step(actions)[4])
+                reset_midway = False
+                for step in range(LIMITS.steps):
+                    infos = vecenv.step(actions)[4]
+                    watcher.observe(infos)
+                    if not reset_midway and step >= LIMITS.steps // 2 and infos:  # after workers sent infos
+                        reset_midway = True
+                        watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+                # a reset returns the episodes of batches still in flight
+                watcher.observe(vecenv.reset(seed=scenario_seed)[1])
             finally:
                 vecenv.close()
         ended = len(watcher.episodes)
+        assert ended == ran.value, (
+            f"{context}: the envs ended {ran.value} episodes, the trainer received the infos of {ended}, "
+            f"seed {scenario_seed}"
+        )
         assert ended >= LIMITS.min_episodes, (
             f"{context}: the envs reported {ended} episodes in {LIMITS.steps} steps, expected at least "
             f"{LIMITS.min_episodes}, seed {scenario_seed}"
@@ -164,11 +182,11 @@ def test_every_agent_count_scores_each_episode_once(curriculum_factory, curricul
     context = f"{num_agents} agent(s), {done_flags} flags, {score}, rewards {rewards}"
     watcher = oracle(context=context, score_fn=score_fn)
     curriculum = curriculum_factory(agent_config(scenario_seed, num_agents))
+    inner = ExactAccountingEnv(num_agents=num_agents, done_flags=done_flags, after_done_reward=LIMITS.after_done_reward,
+                               reports_returns=done_flags == "hold", infos="list" if done_flags == "hold" else "dict",
+                               rewards=rewards, seed=scenario_seed)
     env = curriculum_env_class(
-        ExactAccountingEnv(num_agents=num_agents, done_flags=done_flags, after_done_reward=LIMITS.after_done_reward,
-                           reports_returns=done_flags == "hold", infos="list" if done_flags == "hold" else "dict",
-                           rewards=rewards, seed=scenario_seed),
-        watcher.watch(curriculum), seed=scenario_seed, score_fn=score_fn, stats_interval=LIMITS.stats_interval)
+        inner, watcher.watch(curriculum), seed=scenario_seed, score_fn=score_fn, stats_interval=LIMITS.stats_interval)
     try:
         env.reset()
         actions = np.zeros(num_agents, dtype=np.int32)
@@ -176,6 +194,10 @@ def test_every_agent_count_scores_each_episode_once(curriculum_factory, curricul
             watcher.observe(env.step(actions)[4])
         env.close()
         ended = len(watcher.episodes)
+        assert ended == inner.episodes_completed, (
+            f"{context}: the env ended {inner.episodes_completed} episodes, the trainer received the infos of "
+            f"{ended}, seed {scenario_seed}"
+        )
         assert ended >= LIMITS.min_episodes, (
             f"{context}: the env reported {ended} episodes in {LIMITS.steps} steps, expected at least "
             f"{LIMITS.min_episodes}, seed {scenario_seed}")

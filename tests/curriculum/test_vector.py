@@ -163,6 +163,34 @@ def test_a_worker_that_dies_is_reported_not_awaited(make_curriculum: Any) -> Non
         vecenv.close()
 
 
+@MP
+@pytest.mark.parametrize("tracking", ["shared", "centralized"])
+@pytest.mark.parametrize("batching", [{}, {"batch_size": 1, "zero_copy": False}], ids=["sync", "async"])
+def test_a_reset_after_workers_sent_infos_returns_and_loses_no_episode(make_curriculum: Any, tracking: str,
+                                                                       batching: dict[str, Any]) -> None:
+    """pufferlib's reset reads the pipe of a worker whose infos a batch already returned (it
+    blocks for ever) and drops the infos of steps still running: the wrapper must do neither."""
+    curriculum = make_curriculum(two_label_config(), shared=tracking == "shared")
+    vecenv = make_curriculum_vecenv(fixed_env, curriculum, backend="Multiprocessing", tracking=tracking, num_envs=2,
+                                    num_workers=2, overwork=True, worker_timeout=10.0, **batching)
+    ended = 0
+    try:
+        vecenv.reset()
+        actions = np.zeros(vecenv.agents_per_batch, dtype=np.int32)
+        for resets in range(3):
+            steps_with_infos = 0
+            while steps_with_infos < 2:  # then a reset while the last batch's workers flag infos
+                infos = vecenv.step(actions)[4]
+                ended += sum(stat_key("episodes") in info for info in infos)
+                steps_with_infos += bool(infos)
+            infos = vecenv.reset()[1]  # the episodes of batches still in flight come with it
+            ended += sum(stat_key("episodes") in info for info in infos)
+    finally:
+        vecenv.close()
+    tracker = curriculum.tracker
+    assert ended > 0 and tracker.total_completions + tracker.late_completions == ended
+
+
 def test_stage_broadcast_publishes_whole_states() -> None:
     broadcast = StageBroadcast()
     assert broadcast.version == 0 and broadcast.read() is None
