@@ -516,11 +516,10 @@ class Curriculum:
         why = self._algorithm.check_arrays(arrays) or self._check_array_values(arrays)
         if why is not None:
             raise fail(why)
+        if not _is_pcg64_state(state["rng"]):  # numpy would take 1e37 for an int, and 0.5 for a flag
+            raise fail("the random generator state is not a PCG64 state")
         rng = np.random.Generator(np.random.PCG64())
-        try:
-            rng.bit_generator.state = state["rng"]
-        except (TypeError, ValueError, KeyError, OverflowError):
-            raise fail("the random generator state is not a PCG64 state") from None
+        rng.bit_generator.state = state["rng"]
         draws, draw_pos = state["draws"], state["draw_pos"]
         interval = self._refresh_interval
         if not (isinstance(draws, list) and len(draws) == interval
@@ -531,10 +530,10 @@ class Curriculum:
         since = state["since_refresh"]
         if not (type(since) is int and 0 <= since <= self._refresh_interval):
             raise fail(f"since_refresh must be in [0, {self._refresh_interval}], received {since!r}")
-        try:
-            probabilities = np.asarray(state["probabilities"], dtype=np.float64)
-        except (TypeError, ValueError):
-            raise fail("probabilities are not numbers") from None
+        if not (isinstance(state["probabilities"], list)
+                and all(type(p) in (int, float) for p in state["probabilities"])):  # ("0.5" would convert)
+            raise fail("probabilities are not numbers")
+        probabilities = np.asarray(state["probabilities"], dtype=np.float64)
         if probabilities.shape != (n,) or not np.isfinite(probabilities).all() or (probabilities < 0).any() \
                 or not math.isclose(float(probabilities.sum()), 1.0, abs_tol=1e-6):
             raise fail(f"probabilities must be {n} finite non-negative numbers summing to 1")
@@ -688,3 +687,18 @@ def _first_difference(created: Any, attaching: Any, path: str = "") -> tuple[str
                 return found
         return None
     return None if created == attaching else (path, created, attaching)
+
+
+def _is_pcg64_state(state: Any) -> bool:
+    """Whether `state` is a PCG64 `bit_generator.state` as `get_state()` saves it, every number
+    an int of its width."""
+    def is_int(value: Any, bits: int) -> bool:
+        return type(value) is int and 0 <= value < 2**bits
+
+    if not (isinstance(state, dict) and set(state) == {"bit_generator", "state", "has_uint32", "uinteger"}
+            and state["bit_generator"] == "PCG64"):
+        return False
+    inner = state["state"]
+    return (isinstance(inner, dict) and set(inner) == {"state", "inc"} and is_int(inner["state"], 128)
+            and is_int(inner["inc"], 128) and is_int(state["has_uint32"], 1)
+            and is_int(state["uinteger"], 32))

@@ -124,6 +124,12 @@ class CheckpointLimits:
     """Config fields (curriculum's and algorithm's) the changed-config check must be able to change."""
     generator_probe_ids: int = 64
     """Task ids a changed generator must give other tasks for (to count as a changed config)."""
+    many_labels: int = 4000
+    """Labels (one per task) of the run whose pool holds more than learning progress tracks."""
+    many_labels_pool: int = 1000
+    """Its pool: about 880 distinct labels, against a table of 256 (`LABEL_TABLE_SIZE`)."""
+    min_altered_values: int = 10
+    """Numbers of a checkpoint the check of values of another kind must be able to alter."""
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()

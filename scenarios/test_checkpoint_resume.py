@@ -188,6 +188,49 @@ def test_resumed_run_with_episodes_in_flight_matches_uninterrupted_run(curriculu
                         f"uninterrupted run (uninterrupted, resumed): {differ}, seed {scenario_seed}")
 
 
+def test_a_pool_of_more_labels_than_are_tracked_resumes_as_the_uninterrupted_run(curriculum_factory, require_capability,
+                                                                                  scenario_seed) -> None:
+    """Every task its own label, more of them than learning progress keeps a table for
+    (`LABEL_TABLE_SIZE`): the table fills to its last entry and some labels go untracked, and a
+    checkpoint must still restore (every table index saved is one it can load) and resume."""
+    labels = LIMITS.many_labels
+    generator = BucketedTaskGenerator({}, {"variant": list(range(labels))},
+                                      value_labels={"variant": {i: f"variant_{i}" for i in range(labels)}},
+                                      seed=scenario_seed)
+    config = CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(),
+                              num_active_tasks=LIMITS.many_labels_pool, seed=scenario_seed)
+
+    def play(curriculum, episodes: int) -> list[tuple[int, float]]:
+        trace = []
+        for _ in range(episodes):
+            task = curriculum.get_task()
+            score = random.Random(task.task_id * 7919 + len(trace)).random()  # the same in both runs
+            curriculum.update_task_performance(task.task_id, score)
+            trace.append((task.task_id, score))
+        return trace
+
+    original = _checkpointable(curriculum_factory, require_capability, config, "many labels")
+    play(original, LIMITS.episodes_before)
+    seen = len({task.label for task in original.active_tasks()}) if hasattr(original, "active_tasks") else labels
+    assert seen > LIMITS.many_labels_pool // 2, (
+        f"many labels: the pool holds {seen} distinct labels, expected over {LIMITS.many_labels_pool // 2}")
+    saved = json.loads(json.dumps(original.get_state()))
+    resumed = curriculum_factory(config)
+    try:
+        resumed.load_state(saved)
+    except Exception as error:  # noqa: BLE001 - reported below
+        pytest.fail(f"many labels: the checkpoint of a pool holding {seen} labels was refused by the curriculum that "
+                    f"saved it: {type(error).__name__}: {error}, seed {scenario_seed}")
+    reported, restored = _reported(original), _reported(resumed)
+    differ = {key: (value, restored.get(key)) for key, value in reported.items() if restored.get(key) != value}
+    assert not differ, f"many labels: restored, the curriculum reports other numbers: {differ}, seed {scenario_seed}"
+    after = play(original, LIMITS.episodes_after), play(resumed, LIMITS.episodes_after)
+    diverged = next((i for i, (a, b) in enumerate(zip(*after)) if a != b), None)
+    assert diverged is None, (
+        f"many labels: the resumed run diverged from the uninterrupted one {diverged} episodes after the checkpoint: "
+        f"{after[1][diverged]} instead of {after[0][diverged]}, seed {scenario_seed}")
+
+
 _STAGE_KEYS = ("stage", "stage_changes", "stage_episodes", "advancements", "regressions", "stage_window_mean")
 
 
@@ -410,6 +453,73 @@ def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_fact
     assert not accepted, (
         f"{setup}: a checkpoint was restored into curricula whose config differs from the saving one in "
         f"{', '.join(accepted)}: a resumed run would use settings it was never saved with, seed {scenario_seed}")
+
+
+def _altered_kinds(state: Any, rng: random.Random, path: str = "") -> list[tuple[str, Any]]:
+    """`(where, state)` for every number of `state` (one element per list) turned into a number
+    or value of another kind: an int into a fraction (a count, an id or an index cut to a whole
+    number when loaded), a float into a string."""
+    def swapped(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return None
+        return value + 0.5 if isinstance(value, int) else str(value)
+
+    altered = []
+    if isinstance(state, dict):
+        items = list(state.items())
+    elif isinstance(state, list) and state:
+        index = rng.randrange(len(state))
+        items = [(index, state[index])]
+    else:
+        return altered
+    for key, value in items:
+        where = f"{path}[{key!r}]"
+        other = swapped(value)
+        if other is not None:
+            copy_ = copy.copy(state)
+            copy_[key] = other
+            altered.append((f"{where}={other!r} (saved {value!r})", copy_))
+        for inner_where, inner in _altered_kinds(value, rng, where):
+            copy_ = copy.copy(state)
+            copy_[key] = inner
+            altered.append((inner_where, copy_))
+    return altered
+
+
+@pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
+def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_nothing(
+        curriculum_factory, require_capability, scenario_seed, setup) -> None:
+    """A checkpoint whose numbers are altered one at a time (a count, id or index turned into a
+    fraction, a score or statistic into a string: a hand-edited or mis-serialised file) must be
+    refused, never cut to a whole number or read as something else, and the curriculum it was
+    loaded into must keep its state."""
+    if setup == "staged":
+        space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
+    else:
+        space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
+        config = CurriculumConfig(task_generator=space.generator, num_active_tasks=LIMITS.pool, seed=scenario_seed,
+                                  algorithm=UniformConfig() if setup == "uniform" else LearningProgressConfig())
+    curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
+    _play(curriculum, space.simulator, LIMITS.episodes_before)
+    saved = json.dumps(curriculum.get_state(), sort_keys=True)
+    altered = _altered_kinds(json.loads(saved), random.Random(scenario_seed))
+    assert len(altered) >= LIMITS.min_altered_values, (
+        f"{setup}: only {len(altered)} numbers in the checkpoint to alter, expected at least "
+        f"{LIMITS.min_altered_values}")
+    accepted = []
+    for where, state in altered:
+        try:
+            curriculum.load_state(state)
+        except Exception:  # refused, as it must be (the error's name and message are the curriculum's own)
+            continue
+        accepted.append(where)
+        curriculum.load_state(json.loads(saved))
+    assert not accepted, (
+        f"{setup}: a checkpoint with one number of another kind was restored ({len(accepted)} of {len(altered)}): "
+        f"{'; '.join(accepted[:5])}, seed {scenario_seed}")
+    assert json.dumps(curriculum.get_state(), sort_keys=True) == saved, (
+        f"{setup}: {len(altered)} refused checkpoints later, the curriculum they were loaded into holds another "
+        f"state than before (a refused load_state wrote part of what it was given), seed {scenario_seed}")
 
 
 @pytest.mark.parametrize("setup", ["learning_progress", "uniform"])

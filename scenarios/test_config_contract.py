@@ -147,7 +147,7 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("ValueRange low <= high, finite", lambda v: _value_range(*v), None,
      ((1, 1), (0.5, 2.0), (-3, 4)), ((2, 1), (1.0, 0.5), (NAN, 1), (0, INF))),
     ("weights of a WeightedTaskSetGenerator child >= 0, some > 0", lambda v: _weights(*v), None,
-     ((1.0, 0.0), (2, 1)), ((1.0, -1.0), (0.0, 0.0), (NAN, 1.0), (INF, 1.0))),
+     ((1.0, 0.0), (2, 1)), ((1.0, -1.0), (2.0, -0.5), (0.0, 0.0), (NAN, 1.0), (INF, 1.0), (1.0, True), (1.0, "1"))),
     ("bucket keys of a BucketedTaskGenerator dotted, values non-empty lists or ranges", lambda v: BucketedTaskGenerator({}, v), None,
      ({"a.b": [1]}, {"a": ValueRange(0, 1)}), ({"a": []}, {"": [1]}, {"a..b": [1]}, {"a": "xy"})),
 ]

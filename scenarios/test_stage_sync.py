@@ -326,3 +326,38 @@ def test_a_stage_published_while_a_worker_reads_reaches_it_at_its_next_draw(curr
     assert worker.sync_state()["stage"] == states[-1]["stage"], (
         f"the main process published {states} (the next state each time a worker had just read one); the worker "
         f"follows {worker.sync_state()}, seed {scenario_seed}")
+
+
+def test_a_worker_copy_adopts_every_stage_state_the_main_can_send_and_refuses_the_rest(
+        uses_builtin_curriculum, require_capability, scenario_seed) -> None:
+    """`apply_sync_state()` as its docstring states it, over every stage and change count near
+    the stages: a state `sync_state()` could have returned (a stage reached from stage 0 by
+    that many one-stage steps: at least as many changes as the stage, of its parity) is adopted;
+    any other is refused and changes nothing. A worker that adopts an unreachable state hands
+    out task ids the main curriculum gave other tasks."""
+    require_capability(uses_builtin_curriculum, "restates the built-in's apply_sync_state() docstring")
+    from curriculum import Curriculum, CurriculumStateError
+
+    stages = len(LIMITS.stage_episode_lengths)
+    worker = pickle.loads(pickle.dumps(Curriculum(staged_config(scenario_seed))))
+    states: list[Any] = [{"stage": stage, "stage_changes": changes}
+                         for stage in range(-1, stages + 1) for changes in range(-1, stages + 5)]
+    states += [{"stage": 1.0, "stage_changes": 1}, {"stage": True, "stage_changes": 1}, {"stage": 1},
+               {"stage": 0, "stage_changes": 2, "extra": 0}]
+    wrong = []
+    for sync in states:
+        stage, changes = sync.get("stage"), sync.get("stage_changes")
+        reachable = (set(sync) == {"stage", "stage_changes"} and all(type(v) is int for v in sync.values())
+                     and 0 <= stage < stages and changes >= stage and (changes - stage) % 2 == 0)
+        before = (worker.sync_state(), [task.task_id for task in worker.active_tasks()])
+        try:
+            worker.apply_sync_state(sync)
+        except CurriculumStateError:
+            now = (worker.sync_state(), [task.task_id for task in worker.active_tasks()])
+            if reachable or now != before:
+                wrong.append(f"{sync}: refused{'' if now == before else ', and the worker changed'}")
+            continue
+        if not reachable or worker.sync_state() != sync:
+            wrong.append(f"{sync}: adopted as {worker.sync_state()}"
+                         + ("" if reachable else " (no run of one-stage steps from stage 0 reaches it)"))
+    assert not wrong, f"apply_sync_state() over {len(states)} states: {'; '.join(wrong)}, seed {scenario_seed}"
