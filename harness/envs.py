@@ -86,9 +86,10 @@ at a terminal end too (an env that flags a cut it scheduled for later than where
 reached its end): only a truncation with the flag is a desync cut. "split": as "info", in a
 step's list of infos followed by another dict (an env that reports per agent or per ended
 episode: the flag is in whichever dict belongs to the cut episode)."""
-INFO_FORMATS: Final = ("list", "dict")
-"""What an `ExactAccountingEnv` returns as infos: a list of dicts, or one dict whose reset info
-shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's)."""
+INFO_FORMATS: Final = ("list", "dict", "log")
+"""What an `ExactAccountingEnv` returns as infos: a list of dicts, one dict whose reset info
+shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's),
+or a list holding the env's one log dict at every step (a wrapper must not write into it)."""
 REWARD_WRITES: Final = ("every_step", "at_end")
 """How an `ExactAccountingEnv` writes rewards: `every_step`, each agent's reward at every step
 of its episode; `at_end`, each agent's whole return at its done step and nothing at any other
@@ -350,7 +351,10 @@ class ExactAccountingEnv(_HarnessEnv):
     read at the agent's done step it is its return, read later it is not). `infos`
     (constructor, `INFO_FORMATS`): a list, or one dict at every step (`exact_accounting/step`
     on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
-    (zero), the keys of the ended episode's info. `rewards` (constructor, `REWARD_WRITES`):
+    (zero), the keys of the ended episode's info; or "log", `[log]` at every step, one dict for
+    the env's life in which the env replaces the keys it wrote the step before by this step's
+    (the step number, or the episode's info) and leaves any other key as it finds it, as an
+    env that keeps a running log does. `rewards` (constructor, `REWARD_WRITES`):
     `at_end` writes each agent's return at its done step only and nothing else (no after-done
     reward either: the buffer keeps what it held, which a wrapper must not count again).
     `fail_every_reset` (constructor): every n-th
@@ -395,6 +399,8 @@ class ExactAccountingEnv(_HarnessEnv):
         if infos not in INFO_FORMATS:
             raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
         self._dict_infos = infos == "dict"
+        self._log: dict[str, Any] | None = {} if infos == "log" else None
+        self._log_keys: tuple[str, ...] = ()
         if done_flags not in DONE_FLAG_MODES:
             raise ValueError(f"Expected `done_flags` to be one of {DONE_FLAG_MODES!r}, received {done_flags!r}")
         if desync_signal not in DESYNC_SIGNALS:
@@ -458,9 +464,20 @@ class ExactAccountingEnv(_HarnessEnv):
                                                                   and len(set(settings["reward_per_step"])) == 1))
 
     def _no_info(self) -> list[Any] | dict[str, Any]:
-        """An ordinary step's infos: none in a list; with dict infos, the step number (an env
-        that reports something at every step)."""
+        """An ordinary step's infos: none in a list; with dict or log infos, the step number
+        (an env that reports something at every step)."""
+        if self._log is not None:
+            return self._logged({"exact_accounting": {"step": self._step}})
         return {"exact_accounting": {"step": self._step}} if self._dict_infos else []
+
+    def _logged(self, info: dict[str, Any]) -> list[dict[str, Any]]:
+        """`info` written into the env's one log dict (its keys of the step before removed)."""
+        log = self._log
+        for key in self._log_keys:
+            log.pop(key, None)
+        log.update(info)
+        self._log_keys = tuple(info)
+        return [log]
 
     @property
     def reward_per_step(self) -> float:
@@ -563,6 +580,8 @@ class ExactAccountingEnv(_HarnessEnv):
         info = self._episode_info({"exact_accounting": numbers}, settings, returns, end, step)
         if self._dict_infos:
             return self.observations, self.rewards, self.terminals, self.truncations, info
+        if self._log is not None:
+            return self.observations, self.rewards, self.terminals, self.truncations, self._logged(info)
         return self.observations, self.rewards, self.terminals, self.truncations, \
             [info, {}] if self._desync_signal == "split" else [info]
 

@@ -128,8 +128,6 @@ class CheckpointLimits:
     """Labels (one per task) of the run whose pool holds more than learning progress tracks."""
     many_labels_pool: int = 1000
     """Its pool: about 880 distinct labels, against a table of 256 (`LABEL_TABLE_SIZE`)."""
-    min_altered_values: int = 10
-    """Numbers of a checkpoint the check of values of another kind must be able to alter."""
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()
@@ -241,6 +239,12 @@ class StageSyncLimits:
     steps more (lengths stay distinct across stages)."""
     pool: int = 8
     """Tasks in the pool (distinct configs of the stage: each episode tells which task it ran)."""
+    broadcast_stages: int = 3
+    """The broadcast check: a published state's stage is its change count modulo this."""
+    broadcast_read_seconds: float = 0.5
+    """How long a worker reads the broadcast while the main process publishes without pause
+    (an unchecked read showed about one torn state in 15,000: 245 in 3.6 million)."""
+    broadcast_min_reads: int = 100_000
     published_while_read: int = 3
     """States the racing-broadcast check publishes, each just as the worker read the one before."""
     min_episodes: int = 24
@@ -605,6 +609,10 @@ class WorkerFailureLimits:
     next step, so no batch ever waits, and a check made only while waiting never runs)."""
     worker_timeout: float = 1.0
     """Seconds a frozen worker may take for one step before the vecenv gives up on it."""
+    pause_over_timeout: float = 1.1
+    """The trainer's pauses between calls, in `worker_timeout`s, that must fail no worker."""
+    slow_reset: float = 0.1
+    """Seconds an env's explicit reset takes in that check (longer than `WORKER_CHECK_PERIOD`)."""
     deadline: float = 15.0
     """Seconds after the fault by which `WorkerProcessError` must have been raised (a dead
     worker is seen within `WORKER_CHECK_PERIOD`, a frozen one within `worker_timeout`)."""

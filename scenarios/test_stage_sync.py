@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 import multiprocessing as mp
 import pickle
+import time
 from typing import Any
 
 import numpy as np
@@ -361,3 +362,40 @@ def test_a_worker_copy_adopts_every_stage_state_the_main_can_send_and_refuses_th
             wrong.append(f"{sync}: adopted as {worker.sync_state()}"
                          + ("" if reachable else " (no run of one-stage steps from stage 0 reaches it)"))
     assert not wrong, f"apply_sync_state() over {len(states)} states: {'; '.join(wrong)}, seed {scenario_seed}"
+
+
+def _publish_until_stopped(broadcast: StageBroadcast, stop: Any) -> None:
+    changes = 0
+    while not stop.is_set():
+        changes += 1
+        broadcast.publish({"stage": changes % LIMITS.broadcast_stages, "stage_changes": changes})
+
+
+def test_a_worker_reading_the_broadcast_never_sees_half_a_publish(scenario_seed) -> None:
+    """The main process publishes without pause (each state's stage is its change count modulo
+    the stages) while a worker reads the `StageBroadcast` in another process: every read must
+    be one published state, whole, never the stage of one publish with the count of another
+    (the worker would adopt a state no curriculum sent), and counts never go back."""
+    broadcast = StageBroadcast()
+    stop = mp.get_context("fork").Event()
+    writer = mp.get_context("fork").Process(target=_publish_until_stopped, args=(broadcast, stop), daemon=True)
+    writer.start()
+    reads, torn, last = 0, [], 0
+    try:
+        deadline = time.monotonic() + LIMITS.broadcast_read_seconds
+        while time.monotonic() < deadline or reads < LIMITS.broadcast_min_reads:
+            state = broadcast.read()
+            if state is None:
+                continue
+            reads += 1
+            changes = state["stage_changes"]
+            if state["stage"] != changes % LIMITS.broadcast_stages or changes < last:
+                torn.append(state)
+            last = max(last, changes)
+    finally:
+        stop.set()
+        writer.join(timeout=10)
+    assert last > LIMITS.broadcast_min_reads // 100, f"the writer published only {last} states, seed {scenario_seed}"
+    assert not torn, (
+        f"{len(torn)} of {reads} reads of the stage broadcast were no published state (stage = changes modulo "
+        f"{LIMITS.broadcast_stages}, counts never going back), e.g. {torn[:3]}, seed {scenario_seed}")

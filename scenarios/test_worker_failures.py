@@ -135,6 +135,12 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             process.join(timeout=LIMITS.deadline)
         alive = [p.pid for p in processes if p.exitcode is None]
         assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
+        ends = {i: p.exitcode for i, p in enumerate(processes) if not (fault == "killed" and i == victim)}
+        killed = {i: code for i, code in ends.items() if code != -signal.SIGTERM}
+        assert not killed, (
+            f"worker {victim} {fault}: workers {sorted(killed)} ended with exit codes {killed}, not by SIGTERM (a "
+            f"worker that can end politely, a frozen one once continued, must not be killed: its env's own cleanup "
+            f"would not run), seed {scenario_seed}")
         with pytest.raises(WorkerProcessError) as later:  # (every later call, naming the failure again)
             vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
         assert f"worker {victim}" in str(later.value), (
@@ -149,6 +155,51 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
         for process in processes:
             if process.exitcode is None:
                 os.kill(process.pid, signal.SIGKILL)
+        vecenv.close()
+        getattr(curriculum, "close", lambda: None)()
+
+
+class _SlowToReset(ExactAccountingEnv):
+    """An env whose explicit `reset()` takes a while (it builds a level)."""
+
+    def reset(self, seed=None):
+        if seed is not None:  # (the vector's resets pass a seed; the wrapper's auto-resets do not)
+            time.sleep(LIMITS.slow_reset)
+        return super().reset(seed)
+
+
+def _env_slow_to_reset(buf=None, seed=0):
+    return _SlowToReset(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
+
+
+def test_a_worker_that_answers_is_never_taken_for_a_stuck_one(curriculum_factory, require_capability,
+                                                               scenario_seed) -> None:
+    """`worker_timeout` runs from when a worker is asked: the trainer's own pauses (an
+    evaluation, a checkpoint) longer than the timeout, before a step or before a reset, must
+    not fail workers that answer as soon as they are asked (their env's reset builds a level
+    for a while, so the vecenv checks on them while they work)."""
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
+    curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
+    vecenv = make_curriculum_vecenv(_env_slow_to_reset, curriculum, backend="Multiprocessing", tracking="shared",
+                                    num_envs=LIMITS.num_envs, overwork=True, seed=scenario_seed,
+                                    worker_timeout=LIMITS.worker_timeout, **LAYOUTS["sync"])
+    actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+    done = []
+    try:
+        vecenv.reset(seed=scenario_seed)
+        for call in ("step", "reset"):
+            for _ in range(LIMITS.steps_before // 4):
+                vecenv.step(actions)
+            time.sleep(LIMITS.worker_timeout * LIMITS.pause_over_timeout)
+            vecenv.reset(seed=scenario_seed) if call == "reset" else vecenv.step(actions)
+            done.append(call)
+        vecenv.step(actions)
+    except WorkerProcessError as error:
+        pytest.fail(f"after {len(done)} pause(s) of {LIMITS.pause_over_timeout}x worker_timeout "
+                    f"({LIMITS.worker_timeout} s), the {'reset' if len(done) == 1 else 'step'} that followed failed a "
+                    f"worker that answers at once: {error}, seed {scenario_seed}")
+    finally:
         vecenv.close()
         getattr(curriculum, "close", lambda: None)()
 
