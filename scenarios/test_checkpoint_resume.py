@@ -10,7 +10,10 @@ And a checkpoint belongs to its config: restoring it into a curriculum whose con
 any one field (of the curriculum's config or its algorithm's, each changed to another valid
 value), or whose task generator (or a stage's) makes other tasks (a seed changed, a list of
 values or children rotated, buckets drawn in another order), must be refused, or a run
-resumes under settings or tasks it was never saved with.
+resumes under settings or tasks it was never saved with. A checkpoint holding a number of
+another kind (a fraction for a count, a string for a score: a hand-edited or mis-serialised
+file) must be refused without touching the curriculum, and a pool of more labels than
+learning progress keeps a table for must still checkpoint and resume.
 """
 
 from __future__ import annotations

@@ -14,6 +14,9 @@ an episode's info reports is the stage of the task its env drew as it ended (whe
 process moves the stage meanwhile); every reported number matches the episodes (the
 accounting oracle). And the guard behind all of it: a forked copy of a local curriculum
 refuses to record, whether the parent built it, unpickled it or restored it from a checkpoint.
+Beneath it: a worker reading the `StageBroadcast` while the main process publishes without
+pause sees only whole states, and a worker copy adopts exactly the stage states a main
+curriculum can send.
 """
 
 from __future__ import annotations

@@ -13,8 +13,11 @@ keep every batch ready and nothing ever waits on the dead one): after some steps
 or frozen (SIGSTOP, with `worker_timeout`). The
 next steps (or, after a kill, a `reset()` and the steps after it) must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
 seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
-every worker must be stopped, the next `step()` refused at once (naming the worker again), and the curriculum must
-still hold every completion the main process saw reported.
+every worker must be stopped (by SIGTERM, where it can end so: a frozen one is continued first),
+the next `step()` refused at once (naming the worker again), and the curriculum must
+still hold every completion the main process saw reported. And the other way round: a worker
+that answers as soon as it is asked is never taken for a stuck one, however long the trainer
+paused before asking.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import multiprocessing
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -335,8 +336,33 @@ def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() 
     assert record.reported == {"exact_accounting": {"episode_return": 1.5, "episode_length": 3}}
     info["exact_accounting"]["episode_return"] = 0.0  # the record keeps its own copy
     assert record.reported["exact_accounting"]["episode_return"] == 1.5
-    with pytest.raises(ValueError, match="^Expected `infos` to be one of \\('list', 'dict'\\), received 'tuple'$"):
+    with pytest.raises(ValueError, match="^Expected `infos` to be one of \\('list', 'dict', 'log'\\), received 'tuple'$"):
         ExactAccountingEnv(infos="tuple")
+
+
+def test_exact_accounting_log_infos_are_one_dict_whose_own_keys_the_env_rewrites() -> None:
+    env = ExactAccountingEnv(reward_per_step=0.5, episode_length=2, infos="log")
+    env.reset()
+    actions = np.zeros(1, dtype=np.int32)
+    (log,) = env.step(actions)[4]
+    assert log == {"exact_accounting": {"step": 1}}
+    log["written_by_a_wrapper"] = 1  # a key the env did not write stays, as in a real running log
+    (end,) = env.step(actions)[4]
+    assert end is log and end["exact_accounting"] == {"episode_return": 1.0, "episode_length": 2}
+    assert EPISODE_RECORD_KEY in end and end["written_by_a_wrapper"] == 1
+    env.reset()
+    (after,) = env.step(actions)[4]
+    assert after is log and after == {"exact_accounting": {"step": 1}, "written_by_a_wrapper": 1}
+
+
+def test_exact_accounting_episode_counter_counts_every_ended_episode() -> None:
+    ended = multiprocessing.Value("q", 0)
+    env = ExactAccountingEnv(episode_length=3, episode_counter=ended)
+    env.reset()
+    for _ in range(10):
+        if env.step(np.zeros(1, dtype=np.int32))[2].all():
+            env.reset()
+    assert ended.value == env.episodes_completed == 3
 
 
 def test_exact_accounting_refuses_per_agent_settings_of_the_wrong_size() -> None:
