@@ -76,7 +76,7 @@ __all__ = [
 DESYNC_MODES: Final = ("none", "legacy", "truncate")
 EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
 """How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
-DESYNC_SIGNALS: Final = ("info", "nested", "attribute", "loose", "split")
+DESYNC_SIGNALS: Final = ("info", "nested", "attribute", "loose", "split", "first")
 """How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info
 (`exact_accounting/truncated_by_desync`, or "nested" one level deeper:
 `exact_accounting/cut/truncated_by_desync`), or its `desync_truncation` attribute set at that
@@ -85,7 +85,10 @@ the flag is in every episode's last info, False at a time limit and True at a de
 at a terminal end too (an env that flags a cut it scheduled for later than where the episode
 reached its end): only a truncation with the flag is a desync cut. "split": as "info", in a
 step's list of infos followed by another dict (an env that reports per agent or per ended
-episode: the flag is in whichever dict belongs to the cut episode)."""
+episode: the flag is in whichever dict belongs to the cut episode). "first": the flag is in
+the info of the step at which the first agents are cut, and not at the episode's last step
+(a multi-agent env whose cut reaches its agents at different steps; with one agent, or all
+agents ending together, as "info")."""
 INFO_FORMATS: Final = ("list", "dict", "log")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts, one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's),
@@ -396,6 +399,8 @@ class ExactAccountingEnv(_HarnessEnv):
         self._fail_every = _non_negative_int("fail_every_reset", fail_every_reset)
         self.resets_called = 0
         """`reset()` calls, failed ones included."""
+        self.reset_seeds: list[int | None] = []
+        """The seed each `reset()` call was given, failed ones included."""
         if infos not in INFO_FORMATS:
             raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
         self._dict_infos = infos == "dict"
@@ -407,6 +412,7 @@ class ExactAccountingEnv(_HarnessEnv):
             raise ValueError(f"Expected `desync_signal` to be one of {DESYNC_SIGNALS!r}, received {desync_signal!r}")
         self._signal_attribute = desync_signal == "attribute"
         self._desync_signal = desync_signal
+        self._cut_flagged = False
         self.desync_truncation = False
         """With `desync_signal="attribute"`: True from a desync cut's step to the next reset."""
         self._num = num_agents
@@ -470,6 +476,18 @@ class ExactAccountingEnv(_HarnessEnv):
             return self._logged({"exact_accounting": {"step": self._step}})
         return {"exact_accounting": {"step": self._step}} if self._dict_infos else []
 
+    def _step_info(self) -> list[Any] | dict[str, Any]:
+        """A step before the episode's last: with the "first" desync signal, the flag at the
+        step that cuts the first agents; otherwise `_no_info()`."""
+        if (self._desync_signal == "first" and not self._cut_flagged and self._settings_now["end"] == ENDED_DESYNC
+                and bool((self._lengths_now == self._step).any())):
+            self._cut_flagged = True
+            info = {"exact_accounting": {"truncated_by_desync": True}}
+            if self._log is not None:
+                return self._logged(info)
+            return info if self._dict_infos else [info]
+        return self._no_info()
+
     def _logged(self, info: dict[str, Any]) -> list[dict[str, Any]]:
         """`info` written into the env's one log dict (its keys of the step before removed)."""
         log = self._log
@@ -499,6 +517,7 @@ class ExactAccountingEnv(_HarnessEnv):
         """Start an episode with the pending config, if any (every `fail_every_reset`-th call
         raises `RuntimeError` instead, changing nothing)."""
         self.resets_called += 1
+        self.reset_seeds.append(seed)
         if self._fail_every and self.resets_called % self._fail_every == 0:
             raise RuntimeError(f"ExactAccountingEnv: reset {self.resets_called} failed (fail_every_reset="
                                f"{self._fail_every}): the episode did not start")
@@ -509,6 +528,7 @@ class ExactAccountingEnv(_HarnessEnv):
         self._returns.fill(0.0)
         self._written.fill(0.0)
         self.desync_truncation = False
+        self._cut_flagged = False
         self._episode_running = True
         self._obs_length[:] = self._lengths_now
         self._obs_reward[:] = self._rewards_now
@@ -548,7 +568,7 @@ class ExactAccountingEnv(_HarnessEnv):
             self.total_reward += float(paid.sum())
             flags[:] = ending if self._pulse else (self._lengths_now <= step)
             if step < self._length:
-                return self.observations, self.rewards, self.terminals, self.truncations, self._no_info()
+                return self.observations, self.rewards, self.terminals, self.truncations, self._step_info()
         else:
             running = self._lengths_now >= step
             paid = np.where(running, self._rewards_now, 0.0)
@@ -558,7 +578,7 @@ class ExactAccountingEnv(_HarnessEnv):
             self.total_reward += float(paid.sum())
             flags[:] = (self._lengths_now == step) if self._pulse else (self._lengths_now <= step)
             if step < self._length:
-                return self.observations, self.rewards, self.terminals, self.truncations, self._no_info()
+                return self.observations, self.rewards, self.terminals, self.truncations, self._step_info()
         self._episode_running = False
         self.episodes_completed += 1
         if self._episode_counter is not None:
@@ -573,7 +593,7 @@ class ExactAccountingEnv(_HarnessEnv):
             self.desync_truncation = True
         elif end == ENDED_DESYNC and self._desync_signal == "nested":
             numbers["cut"] = {"truncated_by_desync": np.bool_(True)}  # a numpy bool, as envs often write
-        elif end == ENDED_DESYNC:
+        elif end == ENDED_DESYNC and not self._cut_flagged:
             numbers["truncated_by_desync"] = True
         if self._desync_signal == "loose":
             numbers["truncated_by_desync"] = end != ENDED_TRUNCATED

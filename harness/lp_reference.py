@@ -247,14 +247,8 @@ def reference_record(before: LPState, slot: int, score: float, config: LearningP
     return after
 
 
-def reference_probabilities(state: LPState, config: LearningProgressConfig,
-                            tally: Counter | None = None) -> list[float]:
-    """The sampling distribution over the pool's slots that `state` gives, by the documented
-    rules: every budget split per configuration first, then over its copies. `tally` counts
-    the rules that had a say (a check on rules that never decide checks nothing)."""
-    rules = _Rules(config)
-    n = len(state.rows)
-    share, configs = state.config_shares()
+def _pool_masks(state: LPState, rules: _Rules) -> tuple[list[Any], ...]:
+    """Per slot: warm, learning progress, learned, stagnant, frontier, stalled, revisited."""
     warm = [row["count"] >= rules.warmup for row in state.rows]
     lp = [rules.lp(row) for row in state.rows]
     learned = [w and row["slow"] >= rules.learned_at(row) for w, row in zip(warm, state.rows)]
@@ -263,6 +257,26 @@ def reference_probabilities(state: LPState, config: LearningProgressConfig,
     frontier = [p and row["front"] < rules.frontier_budget for p, row in zip(partly, state.rows)]
     stalled = [p and not f for p, f in zip(partly, frontier)]
     revisited = [(le and v <= 0) or st for le, v, st in zip(learned, lp, stalled)]
+    return warm, lp, learned, stagnant, frontier, stalled, revisited
+
+
+def reference_pool_counts(state: LPState, config: LearningProgressConfig) -> dict[str, int]:
+    """The pool's tasks by what the documented rules make of them, as `stats()` reports them:
+    still in warm-up (cold), learned, on the frontier, revisited."""
+    warm, _, learned, _, frontier, _, revisited = _pool_masks(state, _Rules(config))
+    return {"lp_cold_tasks": warm.count(False), "lp_learned_tasks": sum(learned),
+            "lp_frontier_tasks": sum(frontier), "lp_revisited_tasks": sum(revisited)}
+
+
+def reference_probabilities(state: LPState, config: LearningProgressConfig,
+                            tally: Counter | None = None) -> list[float]:
+    """The sampling distribution over the pool's slots that `state` gives, by the documented
+    rules: every budget split per configuration first, then over its copies. `tally` counts
+    the rules that had a say (a check on rules that never decide checks nothing)."""
+    rules = _Rules(config)
+    n = len(state.rows)
+    share, configs = state.config_shares()
+    warm, lp, learned, stagnant, frontier, stalled, revisited = _pool_masks(state, rules)
     owed = [label > 0 and state.retries[label - 1] > 0 for label in state.labels]
     retried = [o and s and not f for o, s, f in zip(owed, stagnant, frontier)] if config.retry else [False] * n
     cold = [0.0 if w else min(2 * (state.usefulness[label - 1] if label else 0.5), 1.0)

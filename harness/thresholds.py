@@ -437,6 +437,9 @@ class EnvWrapperLimits:
     lp_forget_at: float = 0.5
     """Share of those episodes after which the learned tasks are forgotten (lost ground counts)."""
     rules_episodes: int = 2500
+    rules_stats_every: int = 8
+    """Episodes between two comparisons of `stats()`'s pool counts with the rules (stats() takes
+    as long as a completion and a refresh together)."""
     """Episodes of the run whose every completion and refresh is held to the documented rules of
     learning progress."""
     handles: int = 4

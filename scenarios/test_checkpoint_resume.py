@@ -324,7 +324,7 @@ def _other_values(value: Any) -> list[Any]:
 def _generator_variants(generator: Any, path: str = "task_generator") -> dict[str, Any]:
     """Copies of `generator` with one change each, found by walking its public attributes (and
     those of the generators it holds): an int `seed` plus one, a list of two or more items
-    rotated, a dict of two or more keys in reverse order, a string (a label) renamed, bucket
+    rotated or without its last item, a dict of two or more keys in reverse order, a string (a label) renamed, bucket
     values given labels of their own where none were. Named by the attribute path changed."""
     variants: dict[str, Any] = {}
     for name, value in vars(generator).items():
@@ -350,6 +350,10 @@ def _generator_variants(generator: Any, path: str = "task_generator") -> dict[st
             variant = copy.deepcopy(generator)
             setattr(variant, name, changed)
             variants[where] = variant
+        if isinstance(value, list) and len(value) >= 2:  # and one item fewer (a list compared item by item)
+            variant = copy.deepcopy(generator)
+            setattr(variant, name, value[:-1])
+            variants[f"{where}[:-1]"] = variant
         held = [value] if hasattr(value, "generate") else [v for v in (value if isinstance(value, (list, tuple))
                                                                        else ()) for v in (v if isinstance(v, tuple)
                                                                                           else (v,))]
@@ -401,6 +405,11 @@ def _changed_configs(config: CurriculumConfig) -> tuple[dict[str, CurriculumConf
         for name, generator in _generator_variants(config.task_generator).items():
             if [generator.generate(i) for i in range(LIMITS.generator_probe_ids)] != tasks:  # other tasks
                 changed[name] = dataclasses.replace(config, task_generator=generator)
+    stages = list(getattr(config.algorithm, "stages", ()))
+    if len(stages) >= 2:  # one stage fewer, one more (a list of stages compared item by item)
+        extra = dataclasses.replace(stages[-1], name=f"{stages[-1].name}_again")
+        for name, other in (("algorithm.stages[:-1]", stages[:-1]), ("algorithm.stages+1", [*stages, extra])):
+            changed[name] = dataclasses.replace(config, algorithm=dataclasses.replace(config.algorithm, stages=other))
     for index, stage in enumerate(getattr(config.algorithm, "stages", ())):  # each stage's generator too
         tasks = [stage.task_generator.generate(i) for i in range(LIMITS.generator_probe_ids)]
         path = f"algorithm.stages[{index}].task_generator"

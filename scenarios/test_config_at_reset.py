@@ -16,14 +16,16 @@ generator that copies configs shallowly lets drawing one task rewrite another's)
 
 from __future__ import annotations
 
+import inspect
+import math
 import random
 
 import gymnasium
 import numpy as np
 import pytest
 
-from curriculum import (BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, InvalidScoreError,
-                        LearningProgressConfig, UniformConfig)
+from curriculum import (BucketedTaskGenerator, CurriculumConfig, EpisodeNotStartedError, GymCurriculumEnv,
+                        InvalidScoreError, LearningProgressConfig, SingleTaskGenerator, UniformConfig)
 from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.task_spaces import impossible_task_space
@@ -110,18 +112,21 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
     then (one in `LIMITS.fail_every_record`: the episode is dropped, neither recorded nor
     counted by the wrapper), when its score leaves the score range (refused with
     `InvalidScoreError` and dropped likewise, never clipped), and when an episode is abandoned
-    by `reset()` after its first step (every `LIMITS.abandon_every`-th)."""
+    by `reset()` after its first step (every `LIMITS.abandon_every`-th). The env's own resets
+    get a seed only from the loop's `reset(seed=)`: an auto-reset never reseeds it."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]}, label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="single env")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
         fail_every=LIMITS.fail_every_draw, seed=scenario_seed, fail_records_every=LIMITS.fail_every_record)
-    env = curriculum_env_class(ExactAccountingEnv(fail_every_reset=LIMITS.fail_every_reset), curriculum,
-                               seed=scenario_seed, score_fn=_score)
+    inner = ExactAccountingEnv(fail_every_reset=LIMITS.fail_every_reset)
+    env = curriculum_env_class(inner, curriculum, seed=scenario_seed, score_fn=_score)
+    seeded = []  # the seed of every reset() call the loop made, failed ones included
 
     def reset(seed=None):  # a failed start is retried, as a training loop does: with the task drawn for it
         while True:
+            seeded.append(seed)
             try:
                 obs, infos = env.reset(seed=seed)
             except RuntimeError:
@@ -152,6 +157,12 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
                 obs = reset()  # start over: the running episode is abandoned, unreported
             seen, steps_in_episode = [], 0
             current = (float(obs[0][0]), float(obs[0][1]))
+    given = [seed for seed in seeded if seed is not None]
+    received = [seed for seed in inner.reset_seeds if seed is not None]
+    assert received == given, (
+        f"the env's resets were given the seeds {received[:8]} ({len(received)} in all), the loop's reset() calls "
+        f"{given} ({len(given)}): an auto-reset must not reseed the env (its episodes would replay one random "
+        f"stream), seed {scenario_seed}")
     for index, ((start_cfg, configs, length), task) in enumerate(zip(episodes, curriculum.tasks)):
         expected = (float(task.env_cfg["episode_length"]), float(task.env_cfg["reward_per_step"]))
         assert configs == [expected], (
@@ -196,7 +207,8 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     whose record fails (one in `LIMITS.fail_every_record`) or whose score leaves the range is
     dropped, and not counted. Desync cuts are flagged by the env's attribute, or by an info
     flag that is also there (False, or True) when the episode ended otherwise ("loose"): only a
-    truncation with the flag is a cut."""
+    truncation with the flag is a cut. After an episode end that failed, `step()` is refused
+    until `reset()`."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0], "end": ["terminal", "truncated", "desync"]},
         label="exact", seed=scenario_seed))
@@ -226,10 +238,12 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
                 obs, _, terminated, truncated, info = env.step(0)
             except DrawFailed:  # the episode ended and was recorded; the next reset() draws again
                 ended = True
+                _assert_step_refused_until_reset(env, scenario_seed)
                 break
             except (RecordFailed, InvalidScoreError):  # the episode ended and was dropped; the next reset() draws
                 refused += _out_of_range(min(configs))
                 ended = True
+                _assert_step_refused_until_reset(env, scenario_seed)
                 break
             watcher.observe(info)
             ended = terminated or truncated
@@ -252,6 +266,50 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     scored = [configs[0] for configs, task, ended in zip(ran, curriculum.tasks, full)
               if ended and task.env_cfg["end"] != "desync"]  # a desync cut is never scored
     _assert_out_of_range_scores_refused(refused, scored, scenario_seed)
+
+
+def _assert_step_refused_until_reset(env, seed: int) -> None:
+    """After an episode end that failed (its record, its score or the next draw), the episode is
+    over: a `step()` before `reset()` must be refused, not run on (nor record anything)."""
+    try:
+        env.step(0)
+    except EpisodeNotStartedError:
+        return
+    except Exception as error:  # noqa: BLE001 - reported below
+        pytest.fail(f"GymCurriculumEnv: step() after a failed episode end raised {type(error).__name__}: {error}, "
+                    f"expected EpisodeNotStartedError (call reset() first), seed {seed}")
+    pytest.fail(f"GymCurriculumEnv: step() after a failed episode end ran on instead of asking for reset(), seed {seed}")
+
+
+def test_a_wrapper_that_leaves_recording_to_the_main_process_refuses_a_score_out_of_range(
+        curriculum_factory, curriculum_env_class, require_capability, scenario_seed) -> None:
+    """Under centralized tracking (`local_tracking=False`) the wrapper sends each completion to
+    the main process to record; it is the last to see the episode, so a score outside the score
+    range (NaN and infinities included) must be refused there, at the episode's end, never sent
+    on. A score in the range is sent."""
+    require_capability("local_tracking" in inspect.signature(curriculum_env_class).parameters,
+                       "this env wrapper takes no `local_tracking` option: it always records itself")
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=LabelledTaskGenerator(SingleTaskGenerator({"episode_length": 2}, label="reported")),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
+    outcomes = {}
+    for score in (0.5, 1.0, math.nan, math.inf, -math.inf, 1.5, -0.25):
+        env = curriculum_env_class(ExactAccountingEnv(episode_length=2), curriculum, local_tracking=False,
+                                   score_fn=lambda returns, score=score: score, seed=scenario_seed)
+        env.reset()
+        try:
+            for _ in range(2):
+                env.step(np.zeros(1, dtype=np.int32))
+        except InvalidScoreError:
+            outcomes[score] = "refused"
+        else:
+            outcomes[score] = "sent"
+        finally:
+            env.close()
+    wrong = {score: outcome for score, outcome in outcomes.items() if outcome != ("sent" if 0 <= score <= 1 else
+                                                                                     "refused")}
+    assert not wrong, (f"scores of episodes the wrapper reports for the main process (range [0, 1]): {wrong}, "
+                       f"seed {scenario_seed}")
 
 
 def test_every_task_is_the_one_its_id_names(curriculum_factory, require_capability, scenario_seed, oracle) -> None:

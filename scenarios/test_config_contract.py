@@ -13,7 +13,8 @@ strings). Every accepted value must build the config (the field then holds it); 
 refused one must raise `CurriculumConfigError` naming the field, and build nothing.
 
 `OPTIONS` does the same for the keyword options of what runs a config (`Curriculum`, local and
-shared; `CurriculumEnv`, `GymCurriculumEnv`, `make_curriculum_vecenv` on Serial): an option
+shared, its `reseed()` and `attach()`; `CurriculumEnv`, `GymCurriculumEnv`,
+`make_curriculum_vecenv` on Serial; an integer option takes numpy integers too): an option
 checked only on one path (a shared curriculum's `lock_timeout` but not a local one's) makes a
 call that passed in a one-process test fail, or quietly misbehave, once the run is scaled out.
 Whatever an accepted value builds is closed again.
@@ -159,6 +160,24 @@ def _closed_curriculum(**options: Any) -> Curriculum:
     return curriculum
 
 
+def _reseeded(seed: Any) -> Curriculum:
+    curriculum = Curriculum(_curriculum())
+    try:
+        curriculum.reseed(seed)
+    finally:
+        curriculum.close()
+    return curriculum
+
+
+def _attached(seed: Any) -> Curriculum:
+    creator = Curriculum(_curriculum(), shared_memory=True)
+    try:
+        Curriculum.attach(creator.shared_memory_name, creator.config, seed=seed).close()
+    finally:
+        creator.close()
+    return creator
+
+
 def _wrapped(wrapper: type, make_env: Callable[[], Any], **options: Any) -> Any:
     curriculum = Curriculum(_curriculum())
     try:
@@ -203,8 +222,12 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
      (None, 1e-3, 30), NOT_TIMEOUTS),
     ("lock_timeout None or finite > 0, shared curriculum",
      lambda v: _closed_curriculum(shared_memory=True, lock_timeout=v), None, (None, 1e-3, 30), NOT_TIMEOUTS),
-    ("seed None or >= 0, CurriculumEnv", lambda v: _puffer_env(seed=v), None, (None, 0, 2**40), (-1, *NOT_INTS[:3])),
-    ("seed None or >= 0, GymCurriculumEnv", lambda v: _gym_env(seed=v), None, (None, 0, 2**40), (-1, *NOT_INTS[:3])),
+    ("seed >= 0, Curriculum.reseed", _reseeded, None, (0, 2**40, np.int64(3), np.uint32(3)), (-1, None, *NOT_INTS[:3])),
+    ("seed None or >= 0, Curriculum.attach", _attached, None, (None, 0, 2**40, np.int64(7)), (-1, *NOT_INTS[:3])),
+    ("seed None or >= 0, CurriculumEnv", lambda v: _puffer_env(seed=v), None, (None, 0, 2**40, np.int64(5)),
+     (-1, *NOT_INTS[:3])),
+    ("seed None or >= 0, GymCurriculumEnv", lambda v: _gym_env(seed=v), None, (None, 0, 2**40, np.int64(5)),
+     (-1, *NOT_INTS[:3])),
     ("stats_interval >= 1, CurriculumEnv", lambda v: _puffer_env(stats_interval=v), None, (1, 1000),
      (0, -1, *NOT_INTS)),
     ("stats_interval >= 1, GymCurriculumEnv", lambda v: _gym_env(stats_interval=v), None, (1, 1000),

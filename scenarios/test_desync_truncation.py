@@ -118,18 +118,24 @@ def test_desynced_workers_are_staggered_and_not_starved(curriculum_factory, curr
 ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 
 
-@pytest.mark.parametrize(("num_envs", "desync_signal"), [(1, "info"), (4, "nested"), (1, "loose"), (1, "split")],
-                         ids=["1", "4", "1-loose", "1-split"])
+@pytest.mark.parametrize(("num_envs", "desync_signal", "num_agents"),
+                         [(1, "info", 1), (4, "nested", 1), (1, "loose", 1), (1, "split", 1), (1, "first", 3)],
+                         ids=["1", "4", "1-loose", "1-split", "1-first-3agents"])
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
-                                                                     scenario_seed, num_envs, desync_signal, oracle,
-                                                                     golden) -> None:
+                                                                     scenario_seed, num_envs, desync_signal,
+                                                                     num_agents, oracle, golden) -> None:
     """Tasks end their episodes by terminals, by a plain time limit or by a desync cut (flagged
     in the info one level deep, or with 4 envs two levels deep; or "loose": the flag in every
     episode's last info, False at a time limit, True at a terminal end too, where it means
     nothing without a truncation; or "split": the flagged info followed by another dict in the
-    step's list)."""
+    step's list; or "first": three agents ending at different steps, the flag in the info of
+    the step that cuts the first of them, the others playing on)."""
     # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
-    variants = [Variant(f"cut_{end}", {"episode_length": length, "end": end, "reward_per_step": reward}, "learnable", 0)
+    def lengths(length: int) -> int | list[int]:  # agents ending at different steps
+        return length if num_agents == 1 else [length + agent * (agent + 1) // 2 for agent in range(num_agents)]
+
+    variants = [Variant(f"cut_{end}", {"episode_length": lengths(length), "end": end, "reward_per_step": reward},
+                        "learnable", 0)
                 for length in (2, 3, 5) for reward in (0.25, 0.5) for end in ENDINGS]
     pool = 12
     generator = LabelledTaskGenerator(VariantCycleGenerator(variants, cycle_ids=pool))
@@ -140,7 +146,7 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
 
     def make_env(buf=None, seed=0):
         seed = seed + 1000 * scenario_seed
-        env = ExactAccountingEnv(buf=buf, seed=seed, desync_signal=desync_signal)
+        env = ExactAccountingEnv(buf=buf, seed=seed, desync_signal=desync_signal, num_agents=num_agents)
         return curriculum_env_class(env, curriculum, seed=seed, buf=buf)
 
     vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=num_envs)

@@ -33,8 +33,8 @@ from curriculum.algorithms.learning_progress import id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.envs import TaskDependencyEnv
 from harness.lp_reference import (read_state, reference_eviction, reference_eviction_candidates,
-                                   reference_learning_progress, reference_probabilities, reference_record,
-                                   state_differences)
+                                   reference_learning_progress, reference_pool_counts, reference_probabilities,
+                                   reference_record, state_differences)
 from harness.oracle import reference_entropy, reference_gini
 from harness.task_spaces import TaggedTasks, chain_task_space, impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
@@ -429,7 +429,8 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     when nothing learns, split per configuration. Learnable, impossible, noisy and slowly
     learned tasks, copies of one configuration, evictions and a student who forgets halfway
     make each rule decide; a budget misspent in a state the simulated students seldom reach
-    (a stalled task left to the floor, frontier practice not renewed) shows here."""
+    (a stalled task left to the floor, frontier practice not renewed) shows here. The pool
+    counts `stats()` reports (cold, learned, frontier, revisited tasks) are those of the rules."""
     config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
     curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1)
     generator = curriculum_config.task_generator
@@ -476,6 +477,10 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
             assert not wrong, (
                 f"{where}: the refresh after it samples slots (slot, probability, by the rules) "
                 f"{wrong[:6]}")
+            if episode % LIMITS.rules_stats_every == 1:
+                counts = reference_pool_counts(after, config)
+                reported = {name: curriculum.stats().get(name) for name in counts}
+                assert reported == counts, f"{where}: stats() reports the pool as {reported}, by the rules {counts}"
     finally:
         curriculum.close()
     thin = {rule: decided[rule] for rule in ("learning progress", "fallback", "frontier", "revisit learned",
