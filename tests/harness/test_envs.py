@@ -312,7 +312,7 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
     env.reset()
     assert env.desync_truncation is False
     with pytest.raises(ValueError, match="^Expected `desync_signal` to be one of \\('info', 'nested', 'attribute', "
-                                         "'loose', 'split'\\), received 'x'$"):
+                                         "'loose', 'split', 'first'\\), received 'x'$"):
         ExactAccountingEnv(desync_signal="x")
     nested = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="nested")
     _, infos, _, truncated = run_episode(nested)
@@ -321,6 +321,20 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
     split = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="split")
     _, infos, _, truncated = run_episode(split)
     assert truncated and infos[0]["exact_accounting"]["truncated_by_desync"] is True and infos[1:] == [{}]
+
+
+def test_exact_accounting_first_desync_signal_flags_the_step_that_cuts_the_first_agents() -> None:
+    env = ExactAccountingEnv(num_agents=3, episode_length=[2, 4, 3], end="desync", desync_signal="first")
+    for _ in range(2):  # the flag is raised once per episode, again after a reset
+        env.reset()
+        step_infos = [env.step(np.zeros(3, dtype=np.int32))[4] for _ in range(4)]
+        assert step_infos[0] == [] and step_infos[2] == []
+        assert step_infos[1] == [{"exact_accounting": {"truncated_by_desync": True}}]
+        assert "truncated_by_desync" not in step_infos[3][0]["exact_accounting"]
+        assert step_infos[3][0][EPISODE_RECORD_KEY].ended == "desync"
+    one_agent = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="first")
+    _, infos, _, truncated = run_episode(one_agent)  # the cut and the end are one step: as "info"
+    assert truncated and infos[0]["exact_accounting"]["truncated_by_desync"] is True
 
 
 def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() -> None:
