@@ -294,7 +294,7 @@ def _check_value_labels(value_labels: Any, buckets: Mapping[str, list[Any] | Val
         unlabelled = [value for value in values if not _has_label(names, value)]
         if unlabelled:
             raise CurriculumConfigError(
-                f"Expected a label for every value of bucket {key!r}, received none for {unlabelled!r}"
+                f"Expected `value_labels[{key!r}]` to label every value of bucket {key!r}, received none for {unlabelled!r}"
             )
         bad = [name for name in names.values() if not isinstance(name, str) or not name]
         if bad:

@@ -546,9 +546,13 @@ class InvarianceLimits:
     episodes: int = 2000
     """Episodes per run (direct loop)."""
     pool: int = 32
-    score_range: tuple[float, float] = (-3.0, 5.0)
+    score_range: tuple[float, float] = (-5.0, 3.0)
     """The other range the scores are mapped into (span a power of two, so with scores that
-    are multiples of 1 / `score_quantum` every map is exact in floating point)."""
+    are multiples of 1 / `score_quantum` every map is exact in floating point; its low end the
+    larger in magnitude, so a bound sized by a signed end instead of a magnitude shows)."""
+    resume_every: int = 100
+    """Episodes between two checkpoints of the mapped run, each resumed in a new curriculum
+    (where the curriculum can): a task whose scores all sit on a bound of the range must load."""
     score_quantum: int = 1024
     """Scores are rounded to multiples of 1 / this, in both runs."""
     read_api: tuple[str, ...] = ("sampling_probabilities", "task_scores", "stats")

@@ -28,7 +28,8 @@ from typing import Any
 import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, LearningProgressConfig,
-                        SingleTaskGenerator, UniformConfig, WeightedTaskSetGenerator)
+                        SingleTaskGenerator, StagedProgressionConfig, UniformConfig, WeightedTaskSetGenerator)
+from curriculum.algorithms.staged import STAGE_COUNTERS
 from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
 from harness.task_spaces import impossible_task_space
@@ -530,6 +531,72 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
     assert json.dumps(curriculum.get_state(), sort_keys=True) == saved, (
         f"{setup}: {len(altered)} refused checkpoints later, the curriculum they were loaded into holds another "
         f"state than before (a refused load_state wrote part of what it was given), seed {scenario_seed}")
+
+
+def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple[str, Any]]:
+    """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
+    docs give them, one at a time: indices and counts one past their bound or below 0, a task id
+    twice in the pool, shares and rates above 1."""
+    arrays = state["arrays"]
+    edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value)
+        ("completions", 0, -1), ("samples", 0, -1), ("draw_pos", None, len(state["draws"]) + 1),
+        ("since_refresh", None, -1), ("task_ids", 1, arrays["task_ids"][0]), ("probabilities", 0, 1.5)]
+    algorithm = config.algorithm
+    if isinstance(algorithm, StagedProgressionConfig):
+        counters = list(STAGE_COUNTERS)
+        edits += [("stage_counters", counters.index("stage"), len(algorithm.stages)),
+                  ("stage_counters", counters.index("window_count"), algorithm.window + 1),
+                  ("stage_counters", counters.index("window_pos"), algorithm.window),
+                  ("stage_counters", counters.index("stage_episodes"), -1)]
+    if isinstance(algorithm, LearningProgressConfig):
+        edits += [("lp_label_usefulness", int(arrays["lp_label"][0]) - 1, 1.5), ("lp_admission_failure", 0, 1.5),
+                  ("lp_label", 0, len(arrays["lp_label_usefulness"]) + 1), ("lp_label", 0, -1),
+                  ("lp_label_retries", 0, -1)]
+    altered = []
+    for name, index, value in edits:
+        changed = copy.deepcopy(state)
+        if index is None:
+            changed[name] = value
+            where = f"{name}={value!r} (saved {state[name]!r})"
+        else:
+            holder = changed["arrays"] if name in arrays else changed
+            holder[name][index] = value
+            where = f"{name}[{index}]={value!r} (saved {(arrays if name in arrays else state)[name][index]!r})"
+        altered.append((where, changed))
+    return altered
+
+
+@pytest.mark.parametrize("setup", ["learning_progress", "staged"])
+def test_a_checkpoint_number_outside_its_documented_range_is_refused_and_changes_nothing(
+        curriculum_factory, require_capability, uses_builtin_curriculum, scenario_seed, setup) -> None:
+    """A built-in checkpoint whose numbers are set, one at a time, just outside the ranges the
+    library documents for them (a stage past the last, a window fill count above the window, a
+    draw position past the drawn batch, a task id twice in the pool, a usefulness above 1) must
+    be refused, and the curriculum it was loaded into must keep its state: loaded, such a state
+    stalls a stage for good or hands out one task for two."""
+    require_capability(uses_builtin_curriculum, "the ranges are those of the built-in curriculum's checkpoint")
+    if setup == "staged":
+        space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
+    else:
+        space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
+        config = CurriculumConfig(task_generator=space.generator, num_active_tasks=LIMITS.pool, seed=scenario_seed,
+                                  algorithm=LearningProgressConfig())
+    curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
+    _play(curriculum, space.simulator, LIMITS.episodes_before)
+    saved = json.dumps(curriculum.get_state(), sort_keys=True)
+    accepted = []
+    for where, state in _out_of_range(json.loads(saved), config):
+        try:
+            curriculum.load_state(state)
+        except Exception:  # refused, as it must be
+            continue
+        accepted.append(where)
+        curriculum.load_state(json.loads(saved))
+    assert not accepted, (
+        f"{setup}: a checkpoint with a number outside its documented range was restored: {'; '.join(accepted)}, "
+        f"seed {scenario_seed}")
+    assert json.dumps(curriculum.get_state(), sort_keys=True) == saved, (
+        f"{setup}: after the refused checkpoints the curriculum holds another state than before, seed {scenario_seed}")
 
 
 @pytest.mark.parametrize("setup", ["learning_progress", "uniform"])

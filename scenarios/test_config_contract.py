@@ -151,6 +151,21 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
      ((1.0, 0.0), (2, 1)), ((1.0, -1.0), (2.0, -0.5), (0.0, 0.0), (NAN, 1.0), (INF, 1.0), (1.0, True), (1.0, "1"))),
     ("bucket keys of a BucketedTaskGenerator dotted, values non-empty lists or ranges", lambda v: BucketedTaskGenerator({}, v), None,
      ({"a.b": [1]}, {"a": ValueRange(0, 1)}), ({"a": []}, {"": [1]}, {"a..b": [1]}, {"a": "xy"})),
+    ("BucketedTaskGenerator.value_labels label every value of a listed bucket with a non-empty string",
+     lambda v: BucketedTaskGenerator({}, {"a": [1, 2], "r": ValueRange(0, 1)}, value_labels=v), None,
+     (None, {}, {"a": {1: "x", 2: "y"}}, {"a": {1: "x", 2: "x", 3: "z"}}),
+     ({"a": {1: "x", 2: ""}}, {"a": {1: "x"}}, {"a": {1: "x", 2: 3}}, {"a": {1: "x", 2: None}}, {"b": {1: "x"}},
+      {"r": {0: "x"}}, {"a": ["x", "y"]}, [("a", {1: "x", 2: "y"})])),
+    ("SingleTaskGenerator.label a string", lambda v: SingleTaskGenerator({"level": 1}, label=v), "label",
+     ("x", "maze_small"), (3, b"x", True)),
+    ("BucketedTaskGenerator.label a string", lambda v: BucketedTaskGenerator({}, {"a": [1]}, label=v), "label",
+     ("x",), (3, b"x", True)),
+    ("SingleTaskGenerator.env_cfg a mapping", lambda v: SingleTaskGenerator(v), None, ({}, {"level": 1}),
+     ([("level", 1)], "level", None)),
+    ("BucketedTaskGenerator.seed an integer", lambda v: BucketedTaskGenerator({}, {"a": [1]}, seed=v), "seed",
+     (0, 2**40), NOT_INTS),
+    ("WeightedTaskSetGenerator.seed an integer", lambda v: WeightedTaskSetGenerator([_generator()], seed=v), "seed",
+     (0, 2**40), NOT_INTS),
 ]
 
 

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import json
 import math
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -45,6 +46,7 @@ import numpy as np
 import pytest
 
 from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig, TaskGenerator
+from harness.protocol import missing_capabilities
 from harness.task_spaces import TaggedTasks, TaskSpace, chain_task_space, impossible_task_space
 from harness.thresholds import INVARIANCES as LIMITS
 
@@ -69,11 +71,14 @@ class _Run:
 
     def __init__(self, curriculum: Any, space: TaskSpace, *, score: Score = float,
                  stale: Callable[[Any, list[int]], int] | None = None,
-                 reader: Callable[[Any], None] | None = None) -> None:
+                 reader: Callable[[Any], None] | None = None,
+                 resume: Callable[[Any], Any] | None = None) -> None:
         self.ids: list[int] = []
         self.late = 0
         self.trace: list[tuple[int, Any]] = []
         for episode in range(1, LIMITS.episodes + 1):
+            if resume is not None and episode % LIMITS.resume_every == 0:
+                curriculum = resume(curriculum)
             task = curriculum.get_task()
             reward = _quantised(space.simulator.sample_task(space.task_index(task.env_cfg)))
             curriculum.update_task_performance(task.task_id, score(reward))
@@ -163,16 +168,30 @@ def _build(curriculum_factory: Callable[..., Any], config: CurriculumConfig, set
 @pytest.mark.parametrize("setup", list(_SETUPS))
 def test_score_range_changes_nothing(curriculum_factory, require_capability, scenario_seed, setup) -> None:
     """The same run with every score mapped into `LIMITS.score_range` (and the config saying
-    so) hands out the same tasks and reports the same numbers (a score statistic: mapped)."""
+    so) hands out the same tasks and reports the same numbers (a score statistic: mapped),
+    also across checkpoints taken along the run, each resumed in a new curriculum: tasks that
+    always scored 0 or 1 have their mean on a bound of the range."""
     make_space, make_config = _SETUPS[setup]
     space = make_space(scenario_seed)
     reference = _Run(_build(curriculum_factory, make_config(space, scenario_seed), setup, require_capability), space)
     score_range = LIMITS.score_range
     space = make_space(scenario_seed)
     mapped = _mapped(score_range)
-    run = _Run(curriculum_factory(make_config(space, scenario_seed, score_range=score_range)), space, score=mapped)
+    config = make_config(space, scenario_seed, score_range=score_range)
+    curriculum = curriculum_factory(config)
+    checkpoints = not missing_capabilities(curriculum, ("get_state", "load_state"))
+
+    def resume(saving: Any) -> Any:
+        """The run goes on in a new curriculum restored from a checkpoint of this one."""
+        state = json.loads(json.dumps(saving.get_state()))
+        resumed = curriculum_factory(config)
+        resumed.load_state(state)
+        return resumed
+
+    run = _Run(curriculum, space, score=mapped, resume=resume if checkpoints else None)
     what = f"{setup}, every score s mapped to {score_range[0]} + s * {score_range[1] - score_range[0]} " \
-           f"(score_range={score_range})"
+           f"(score_range={score_range})" + (f", checkpointed and resumed every {LIMITS.resume_every} episodes"
+                                             if checkpoints else "")
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
     differ = _trace_mismatches(reference, run, lambda v: mapped(v) if isinstance(v, float) else v)
     assert not differ, f"{what}: stats() differ from the [0, 1] run's (and from their image), seed " \

@@ -144,6 +144,9 @@ _LP_SETTINGS = {
     "defaults": LearningProgressConfig(),
     "settings": LearningProgressConfig(ema_timescale=0.2, slow_timescale_factor=0.3, min_samples_for_lp=3,
                                        noise_z=1.5, max_baseline=0.6, mastered_gain=0.3),
+    # a threshold on a value the state takes exactly: a configuration remembered as stagnant has
+    # usefulness 0, which "at least 0" admits and "above 0" would not
+    "boundary": LearningProgressConfig(admission_usefulness=0.0),
 }
 
 

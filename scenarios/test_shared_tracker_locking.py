@@ -14,6 +14,7 @@ remove nothing.
 from __future__ import annotations
 
 import inspect
+import json
 import multiprocessing as mp
 import os
 import pickle
@@ -549,7 +550,8 @@ def _other_rows(capacity: int, slot: int, rows: str) -> list[int]:
 
 
 def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go=None, *,
-                     through_curriculum: bool = False, checkpoint: dict | None = None, changed=None) -> None:
+                     through_curriculum: bool = False, checkpoint: dict | None = None, changed=None,
+                     late_task: int | None = None, attached: bool = False) -> None:
     """A writer stuck inside an update: it wrote slot `slot` twice, then the next slot ("few"
     rows) or every slot of the pool ("all": more rows than one update usually touches), put a
     new task into the slot after the next, and never committed (with `go`: committed once
@@ -559,15 +561,21 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
     ("evict", "advance", "master"): completions through the curriculum until one evicts a task
     (its statistics go to the memory of configurations, a new task comes in), advances the
     stage (a new pool) or masters a configuration (learning progress clears the memory's
-    stagnant verdicts), then 1 in `changed`."""
+    stagnant verdicts), then 1 in `changed`. `late_task` ("late"): the one completion of a task
+    that left the pool (it writes only the late count). `attached`: the writer is a handle this
+    process unpickled, which attaches to the block by name (as a spawned worker's does)."""
+    if attached:
+        curriculum = pickle.loads(pickle.dumps(curriculum))
     tracker = curriculum.tracker
     lock = tracker.lock
     lock.acquire()
     release = lock.release
-    if through_curriculum or checkpoint is not None or changed is not None:
+    if through_curriculum or checkpoint is not None or changed is not None or late_task is not None:
         lock.release = lambda: None  # (this process only) each update joins the open one
-    if checkpoint is not None or changed is not None:
-        if checkpoint is not None:
+    if checkpoint is not None or changed is not None or late_task is not None:
+        if late_task is not None:
+            curriculum.update_task_performance(late_task, 0.5)
+        elif checkpoint is not None:
             curriculum.load_state(checkpoint)
         else:
             before = _changes(curriculum, rows)
@@ -643,7 +651,7 @@ CHANGES = {"evict": "eviction", "advance": "stage advance", "master": "mastery o
 
 #: (committed history, what the stuck update writes): see the test
 STUCK_UPDATES = [(history, rows) for history in ("uniform", "evicting", "staged") for rows in ("few", "all", "restore")]
-STUCK_UPDATES += [("evicting", "evict"), ("evicting", "master"), ("staged", "advance")]
+STUCK_UPDATES += [("evicting", "evict"), ("evicting", "master"), ("staged", "advance"), ("evicting", "late")]
 
 
 @pytest.mark.parametrize("end", ["killed", "commits"])
@@ -664,7 +672,10 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     statistics go to the memory of configurations; "master": perfect scores on learnable tasks
     until a configuration is mastered, which clears the stagnant verdicts that history left in
     that memory; "advance": perfect scores until the stage advances (history scores stay below
-    its threshold), which refills the whole pool. Lock-free
+    its threshold), which refills the whole pool; "late": one completion of a task an eviction
+    took out of the pool, which writes the late count and no task's row. The writers of
+    "evict", "master" and "advance" attached to the block by name (a handle unpickled in their
+    process), the others are forked copies of the curriculum. Lock-free
     reads of every task's numbers (touched by the open update or not) return the committed
     ones. While an update that commits is open, another worker starts up (unpickles a copy of
     the curriculum, which must write nothing) and a completion of a task the update replaces
@@ -679,10 +690,12 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         rng = np.random.default_rng(scenario_seed)
         history_length = LIMITS.journal_history * LIMITS.journal_pool + LIMITS.journal_history_extra
         checkpoint = None
+        handed_out = set()
         for step, score in enumerate(rng.random(history_length).tolist()):
             if rows == "restore" and step == history_length // 2:
                 checkpoint = curriculum.get_state()
             task = curriculum.get_task()
+            handed_out.add(task.task_id)
             stagnant = evicting and task.label != "learnable"  # an impossible task never pays
             low = rows == "advance"  # (below the stage's threshold)
             curriculum.update_task_performance(task.task_id, 0.0 if stagnant else score * (0.4 if low else 1.0))
@@ -698,6 +711,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         committed, committed_total = tracker.snapshot(), tracker.total_completions
         committed_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
         committed_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
+        committed_late = tracker.late_completions
+        late_task = min(handed_out - set(committed_ids)) if rows == "late" else None
 
         ready, go = CTX.Event(), CTX.Event()
         changed = CTX.Value("i", 0) if rows in CHANGES else None
@@ -705,7 +720,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         holder = CTX.Process(target=_write_then_hang, args=(curriculum, slot, rows, ready, 60.0,
                                                             go if end == "commits" else None),
                              kwargs={"through_curriculum": history == "staged", "checkpoint": checkpoint,
-                                     "changed": changed}, daemon=True)
+                                     "changed": changed, "late_task": late_task, "attached": rows in CHANGES},
+                             daemon=True)
         holder.start()
         assert ready.wait(30), "the writing process never took the lock"
         assert changed is None or changed.value == 1, (
@@ -717,6 +733,7 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         assert seen_ids == committed_ids, (
             f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update ("
             + ("a checkpoint restore" if rows == "restore" else f"a {CHANGES[rows]}" if rows in CHANGES else
+               f"a late completion of task {late_task}" if rows == "late" else
                f"that put task {UNCOMMITTED_TASK_ID} in")
             + f"); committed: {committed_ids}, seed {scenario_seed}"
         )
@@ -748,6 +765,12 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
                 f"task {replaced} completed while a writer's open update replaced it, and waited for the lock: "
                 f"credited {meanwhile.credited!r}, {tracker.late_completions - late} late completion(s) counted; it "
                 f"left the pool before its completion was recorded, and is late (False, 1), seed {scenario_seed}")
+        if end == "commits" and late_task is not None:
+            assert tracker.late_completions == committed_late + 1, (
+                f"a writer committed a late completion of task {late_task} after lock-free reads, and the tracker "
+                f"counts {tracker.late_completions - committed_late} late completion(s) more than before it, seed "
+                f"{scenario_seed}")
+            return
         if end == "commits" and changed is not None:
             now = _changes(curriculum, rows)
             assert now != committed_changes, (
@@ -797,6 +820,48 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
             f"after a writer was killed mid-update the tracker counts {tracker.total_completions} completions; "
             f"expected the {committed_total} committed before plus the one made after, seed {scenario_seed}"
         )
+    finally:
+        if holder is not None and holder.is_alive():
+            holder.kill()
+            holder.join(timeout=10)
+        curriculum.close()
+
+
+@pytest.mark.parametrize("history", ["uniform", "evicting", "staged"])
+def test_a_checkpoint_restored_right_after_a_writer_was_killed_is_what_the_curriculum_holds(
+        curriculum_factory, require_capability, scenario_seed, history) -> None:
+    """A writer killed mid-update leaves its open update for the next lock holder to roll back.
+    When the next thing the trainer does is restore a checkpoint (resuming after a crash), the
+    curriculum must hold exactly the checkpoint afterwards: a restore that writes without taking
+    the lock first has the dead writer's rollback land on top of it."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool,
+                                    evicting=history == "evicting", staged=history == "staged")
+    tracker = curriculum.tracker
+    holder = None
+    try:
+        rng = np.random.default_rng(scenario_seed)
+        history_length = LIMITS.journal_history * LIMITS.journal_pool + LIMITS.journal_history_extra
+        checkpoint = None
+        for step, score in enumerate(rng.random(history_length).tolist()):
+            if step == history_length // 2:
+                checkpoint = json.loads(json.dumps(curriculum.get_state()))
+            task = curriculum.get_task()
+            stagnant = history == "evicting" and task.label != "learnable"
+            curriculum.update_task_performance(task.task_id, 0.0 if stagnant else score)
+        ready = CTX.Event()
+        holder = CTX.Process(target=_write_then_hang, args=(curriculum, 0, "all", ready, 60.0),
+                             kwargs={"through_curriculum": history == "staged"}, daemon=True)
+        holder.start()
+        assert ready.wait(30), "the writing process never took the lock"
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.join(timeout=10)
+        curriculum.load_state(checkpoint)
+        now = tracker.snapshot()
+        for name, values in checkpoint["arrays"].items():
+            saved = np.asarray(values, dtype=now[name].dtype)
+            assert np.array_equal(now[name], saved), (
+                f"[{history}] a checkpoint restored right after a writer was killed mid-update, and `{name}` is not "
+                f"the checkpoint's: {_differences(now[name], saved)}, seed {scenario_seed}")
     finally:
         if holder is not None and holder.is_alive():
             holder.kill()

@@ -21,6 +21,7 @@ curriculum can send.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import multiprocessing as mp
 import pickle
@@ -243,9 +244,16 @@ def test_an_episode_run_within_one_stage_generation_is_credited(
             curriculum.close()
 
 
-def _record_in_child(curriculum, conn) -> None:
-    """Record one completion in this (forked) process; send back what that raised, if anything."""
+#: How the worker goes on holding its forked copy: as forked, deep-copied, or pickled and unpickled
+#: again (an env wrapper or a worker pool that copies what it was handed).
+_IN_WORKER = {"as forked": lambda c: c, "deep-copied": copy.deepcopy, "pickled again": lambda c: pickle.loads(pickle.dumps(c))}
+
+
+def _record_in_child(curriculum, conn, held: str) -> None:
+    """Record one completion in this (forked) process, through its copy held as `held`; send
+    back what that raised, if anything."""
     try:
+        curriculum = _IN_WORKER[held](curriculum)
         curriculum.update_task_performance(curriculum.get_task().task_id, 1.0)
     except Exception as error:  # sent to the parent, which asserts on its type
         conn.send(type(error).__name__)
@@ -264,21 +272,24 @@ def test_a_forked_copy_of_a_local_curriculum_refuses_to_record(uses_builtin_curr
                                                                 require_capability, scenario_seed) -> None:
     """A local (single-process) curriculum forked into a worker is a private copy there: what it
     records never reaches the others (seeds/003), so it must refuse with `WorkerCopyError`,
-    however the parent came to hold it (built, unpickled, restored from a checkpoint), and the
-    parent's curriculum must hold nothing of it."""
+    however the parent came to hold it (built, unpickled, restored from a checkpoint) and however
+    the worker goes on holding it (as forked, deep-copied, pickled again), and the parent's
+    curriculum must hold nothing of it."""
     require_capability(uses_builtin_curriculum, "WorkerCopyError is the built-in curriculum's guard")
     config = staged_config(scenario_seed)
     curriculum = curriculum_factory(config)
     context = mp.get_context("fork")
     answers = {}
-    for how, copy in _copies(curriculum, config).items():
-        here, there = context.Pipe()
-        child = context.Process(target=_record_in_child, args=(copy, there))
-        child.start()
-        answers[how] = here.recv() if here.poll(30) else "no answer"
-        child.join(timeout=30)
-        assert copy.stats()["total_completions"] == 0, (
-            f"a {how} curriculum's forked copy recorded into the parent's, seed {scenario_seed}")
+    for how, parents in _copies(curriculum, config).items():
+        for held in _IN_WORKER:
+            here, there = context.Pipe()
+            child = context.Process(target=_record_in_child, args=(parents, there, held))
+            child.start()
+            answers[f"{how}, {held} in the worker"] = here.recv() if here.poll(30) else "no answer"
+            child.join(timeout=30)
+            assert parents.stats()["total_completions"] == 0, (
+                f"a {how} curriculum's forked copy ({held} in the worker) recorded into the parent's, seed "
+                f"{scenario_seed}")
     assert answers == dict.fromkeys(answers, "WorkerCopyError"), (
         f"a forked copy of a local curriculum answered a completion with {answers} (how the parent held it: "
         f"what the copy raised; None: it recorded privately, lost to every other process), seed {scenario_seed}")

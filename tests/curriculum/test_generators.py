@@ -307,7 +307,7 @@ def test_value_labels_give_per_difficulty_metrics() -> None:
     ({"r": {}}, "Expected `value_labels` for a bucket of listed values, received one for the range 'r' "
                 "ValueRange(low=0.0, high=1.0)"),
     ({"w": ["small"]}, "Expected `value_labels['w']` to map each value to a label, received list"),
-    ({"w": {10: "small"}}, "Expected a label for every value of bucket 'w', received none for [20]"),
+    ({"w": {10: "small"}}, "Expected `value_labels['w']` to label every value of bucket 'w', received none for [20]"),
     ({"w": {10: "small", 20: ""}}, "Expected `value_labels['w']` labels to be non-empty strings, received ['']"),
 ])
 def test_bad_value_labels_are_refused_by_name(value_labels: Any, message: str) -> None:
