@@ -363,6 +363,9 @@ class MultiAgentLimits:
     worker_timeout: float = 20.0
     """Of the Multiprocessing vectors: a reset that waits on a worker that already answered
     fails, named, instead of hanging the gate (a step takes microseconds)."""
+    reset_deadline: float = 30.0
+    """Seconds a vector's `reset()` may take before the check fails it by name: a reset that
+    blocks where `worker_timeout` does not reach (a pipe read for good) must not hang the gate."""
 
 
 MULTI_AGENT = MultiAgentLimits()

@@ -19,8 +19,11 @@ env's, or the main process's under centralized tracking) reports pool-wide numbe
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import multiprocessing
+import signal
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -64,6 +67,21 @@ def agent_config(seed: int, num_agents: int = LIMITS.num_agents) -> CurriculumCo
     return CurriculumConfig(task_generator=generator, algorithm=UniformConfig(), num_active_tasks=LIMITS.pool,
                             seed=seed, score_range=(0.0, 5.0))
 
+
+@contextlib.contextmanager
+def _returns_within(seconds: float, what: str) -> Iterator[None]:
+    """Fail by name if the block has not returned after `seconds` (SIGALRM: the test runs in
+    its process's main thread), instead of hanging the gate."""
+    def expired(signum: int, frame: object) -> None:
+        raise AssertionError(f"{what} had not returned after {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
 @pytest.mark.parametrize("done_flags", ["hold", "pulse"])
 @pytest.mark.parametrize(("backend", "tracking"), DESIGNS, ids=[f"{b}-{t}" if t else b for b, t in DESIGNS])
@@ -123,9 +141,11 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
                     watcher.observe(infos)
                     if not reset_midway and step >= LIMITS.steps // 2 and infos:  # after workers sent infos
                         reset_midway = True
-                        watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+                        with _returns_within(LIMITS.reset_deadline, f"{context}: a reset at step {step}"):
+                            watcher.observe(vecenv.reset(seed=scenario_seed)[1])
                 # a reset returns the episodes of batches still in flight
-                watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+                with _returns_within(LIMITS.reset_deadline, f"{context}: the reset after the run"):
+                    watcher.observe(vecenv.reset(seed=scenario_seed)[1])
             finally:
                 vecenv.close()
         ended = len(watcher.episodes)
