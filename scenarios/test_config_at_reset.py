@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 import math
 import random
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -281,19 +282,26 @@ def _assert_step_refused_until_reset(env, seed: int) -> None:
     pytest.fail(f"GymCurriculumEnv: step() after a failed episode end ran on instead of asking for reset(), seed {seed}")
 
 
+#: What a `score_fn` returns in the centralized-tracking check: scores in and out of the range,
+#: and results that are no score at all.
+_RESULTS = (0.5, 1.0, math.nan, math.inf, -math.inf, 1.5, -0.25, True, False, np.bool_(True), "0.5", None)
+
+
 def test_a_wrapper_that_leaves_recording_to_the_main_process_refuses_a_score_out_of_range(
         curriculum_factory, curriculum_env_class, require_capability, scenario_seed) -> None:
     """Under centralized tracking (`local_tracking=False`) the wrapper sends each completion to
     the main process to record; it is the last to see the episode, so a score outside the score
     range the curriculum's config declares (NaN always) must be refused there, at the episode's
-    end, never sent on. A score in the range is sent."""
+    end, never sent on, and so must a result that is not a number (a success flag, a numpy bool,
+    a string, None), which a curriculum recording it itself would refuse. A score in the range
+    is sent."""
     require_capability("local_tracking" in inspect.signature(curriculum_env_class).parameters,
                        "this env wrapper takes no `local_tracking` option: it always records itself")
     curriculum = curriculum_factory(CurriculumConfig(
         task_generator=LabelledTaskGenerator(SingleTaskGenerator({"episode_length": 2}, label="reported")),
         algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
     outcomes = {}
-    for score in (0.5, 1.0, math.nan, math.inf, -math.inf, 1.5, -0.25):
+    for score in _RESULTS:
         env = curriculum_env_class(ExactAccountingEnv(episode_length=2), curriculum, local_tracking=False,
                                    score_fn=lambda returns, score=score: score, seed=scenario_seed)
         env.reset()
@@ -301,15 +309,19 @@ def test_a_wrapper_that_leaves_recording_to_the_main_process_refuses_a_score_out
             for _ in range(2):
                 env.step(np.zeros(1, dtype=np.int32))
         except InvalidScoreError:
-            outcomes[score] = "refused"
+            outcomes[repr(score)] = "refused"
         else:
-            outcomes[score] = "sent"
+            outcomes[repr(score)] = "sent"
         finally:
             env.close()
     # the range the curriculum declares (its config's), else any number: NaN is never a score
     low, high = getattr(getattr(curriculum, "config", None), "score_range", None) or (-math.inf, math.inf)
-    wrong = {score: outcome for score, outcome in outcomes.items()
-             if outcome != ("sent" if low <= score <= high else "refused")}
+    def is_score(value: Any) -> bool:
+        return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, (bool, np.bool_)) \
+            and low <= value <= high
+
+    wrong = {name: outcome for (name, outcome), score in zip(outcomes.items(), _RESULTS)
+             if outcome != ("sent" if is_score(score) else "refused")}
     assert not wrong, (f"scores of episodes the wrapper reports for the main process (range [{low}, {high}]): "
                        f"{wrong}, seed {scenario_seed}")
 
