@@ -499,6 +499,20 @@ def _altered_kinds(state: Any, rng: random.Random, path: str = "") -> list[tuple
     return altered
 
 
+def _loaded_anyway(curriculum: Any, altered: list[tuple[str, Any]], saved: str) -> list[str]:
+    """Where each altered checkpoint that `curriculum.load_state` accepted was altered (the
+    saved state, JSON, is loaded back after each)."""
+    accepted = []
+    for where, state in altered:
+        try:
+            curriculum.load_state(state)
+        except Exception:  # refused, as it must be (the error's name and message are the curriculum's own)
+            continue
+        accepted.append(where)
+        curriculum.load_state(json.loads(saved))
+    return accepted
+
+
 @pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
 def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_nothing(
         curriculum_factory, require_capability, scenario_seed, setup) -> None:
@@ -517,14 +531,7 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
     saved = json.dumps(curriculum.get_state(), sort_keys=True)
     altered = _altered_kinds(json.loads(saved), random.Random(scenario_seed))
     require_capability(bool(altered), f"{setup}: the checkpoint holds no numbers to alter")
-    accepted = []
-    for where, state in altered:
-        try:
-            curriculum.load_state(state)
-        except Exception:  # refused, as it must be (the error's name and message are the curriculum's own)
-            continue
-        accepted.append(where)
-        curriculum.load_state(json.loads(saved))
+    accepted = _loaded_anyway(curriculum, altered, saved)
     assert not accepted, (
         f"{setup}: a checkpoint with one number of another kind was restored ({len(accepted)} of {len(altered)}): "
         f"{'; '.join(accepted[:5])}, seed {scenario_seed}")
@@ -584,14 +591,7 @@ def test_a_checkpoint_number_outside_its_documented_range_is_refused_and_changes
     curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
     _play(curriculum, space.simulator, LIMITS.episodes_before)
     saved = json.dumps(curriculum.get_state(), sort_keys=True)
-    accepted = []
-    for where, state in _out_of_range(json.loads(saved), config):
-        try:
-            curriculum.load_state(state)
-        except Exception:  # refused, as it must be
-            continue
-        accepted.append(where)
-        curriculum.load_state(json.loads(saved))
+    accepted = _loaded_anyway(curriculum, _out_of_range(json.loads(saved), config), saved)
     assert not accepted, (
         f"{setup}: a checkpoint with a number outside its documented range was restored: {'; '.join(accepted)}, "
         f"seed {scenario_seed}")
