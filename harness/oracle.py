@@ -46,6 +46,7 @@ import pickle
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 from typing import Any, Final
 
 from harness.episodes import ENDED_DESYNC, ENV_INFO_KEYS, EPISODE_RECORD_KEY, EpisodeRecord, task_identity
@@ -758,9 +759,12 @@ class WatchedCurriculum:
         return task
 
     def update_task_performance(self, task_id: Any, score: float) -> Any:
-        in_pool = None if self.pool is None else task_id in self.pool
+        # an id that is no integer (a bool, a float, a list) names no task; the curriculum must refuse it
+        an_id = isinstance(task_id, Integral) and not isinstance(task_id, bool)
+        in_pool = None if self.pool is None else an_id and task_id in self.pool
         # the label of a task handed out here, else (a worker copy handed it out) of the pool's task
-        label = getattr(self.pool[task_id], "label", None) if in_pool else self.identity.get(task_id, (None,))[0]
+        label = getattr(self.pool[task_id], "label", None) if in_pool else \
+            self.identity.get(task_id, (None,))[0] if an_id else None
         stage_before = self.inner.stage if self.staged is not None else None
         result = self.inner.update_task_performance(task_id, score)  # refused input raises: nothing to log
         oracle = self.oracle

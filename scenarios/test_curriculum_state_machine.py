@@ -85,6 +85,8 @@ BAD_SCORES = st.one_of(
     st.floats(min_value=1.0, exclude_min=True, allow_infinity=False),
 )
 NOT_SCORES = st.sampled_from([True, False, np.bool_(True), "0.5", None, [0.5]])
+NOT_TASK_IDS = st.sampled_from([True, False, np.bool_(True), "1", None, [1]])
+"""Besides these, an issued id turned into a float: a task id is an int (docs/protocol.md)."""
 
 
 @pytest.fixture(autouse=True)
@@ -298,6 +300,14 @@ class CurriculumMachine(RuleBasedStateMachine):
         negative = st.integers(-1000, -1)
         ids = negative if self.pool is None else st.one_of(st.integers(beyond, beyond + 1000), negative)
         task_id = data.draw(ids, label="task_id")
+        self._refused(task_id, 0.5, UnknownTaskError)
+
+    @rule(data=st.data(), task_id=NOT_TASK_IDS)
+    def not_a_task_id(self, data: st.DataObject, task_id: Any) -> None:
+        """Something other than an int as the task id: a bool (an int to Python, and True == 1),
+        a string, None, or a float equal to an issued id."""
+        if self.issued and data.draw(st.booleans(), label="an issued id as a float"):
+            task_id = float(data.draw(st.sampled_from(sorted(self.issued)), label="task_id"))
         self._refused(task_id, 0.5, UnknownTaskError)
 
     def _refused(self, task_id: Any, score: float, error: type[Exception]) -> None:
