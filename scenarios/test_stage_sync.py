@@ -274,7 +274,7 @@ def test_a_forked_copy_of_a_local_curriculum_refuses_to_record(uses_builtin_curr
     records never reaches the others (seeds/003), so it must refuse with `WorkerCopyError`,
     however the parent came to hold it (built, unpickled, restored from a checkpoint) and however
     the worker goes on holding it (as forked, deep-copied, pickled again), and the parent's
-    curriculum must hold nothing of it."""
+    curriculum must hold nothing of it. The same copies made in the owning process record."""
     require_capability(uses_builtin_curriculum, "WorkerCopyError is the built-in curriculum's guard")
     config = staged_config(scenario_seed)
     curriculum = curriculum_factory(config)
@@ -293,6 +293,17 @@ def test_a_forked_copy_of_a_local_curriculum_refuses_to_record(uses_builtin_curr
     assert answers == dict.fromkeys(answers, "WorkerCopyError"), (
         f"a forked copy of a local curriculum answered a completion with {answers} (how the parent held it: "
         f"what the copy raised; None: it recorded privately, lost to every other process), seed {scenario_seed}")
+    # in the process that owns it, every copy is its own curriculum (a snapshot to branch a run from)
+    refused = {}
+    for how, parents in _copies(curriculum, config).items():
+        for held, copied in _IN_WORKER.items():
+            try:
+                copied(parents).update_task_performance(parents.get_task().task_id, 1.0)
+            except Exception as error:  # noqa: BLE001 - named in the assertion below
+                refused[how if held == "as forked" else f"{how}, {held}"] = type(error).__name__
+    assert not refused, (
+        f"copies of a local curriculum made in the process that owns it refused to record: {refused}, seed "
+        f"{scenario_seed}")
 
 
 class _PublishedWhileRead(StageBroadcast):
