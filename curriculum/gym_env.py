@@ -100,6 +100,9 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
             task = None  # drawn before the reseed: not from the seeded stream
         if task is None or self._running:
             task = self._accounting.draw_task()
+            # the running episode (if any) is abandoned; a start that fails below is retried with this task
+            self._running = False
+            self._next_task = task
         self._set_env_config(task.env_cfg)
         obs, info = self.env.reset(seed=seed, options=options)
         self._task = task

@@ -76,7 +76,7 @@ __all__ = [
 DESYNC_MODES: Final = ("none", "legacy", "truncate")
 EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
 """How an `ExactAccountingEnv` episode ends: terminals, a time-limit truncation, a desync cut."""
-DESYNC_SIGNALS: Final = ("info", "nested", "attribute", "loose", "split", "first")
+DESYNC_SIGNALS: Final = ("info", "nested", "attribute", "loose", "split", "first", "mixed")
 """How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info
 (`exact_accounting/truncated_by_desync`, or "nested" one level deeper:
 `exact_accounting/cut/truncated_by_desync`), or its `desync_truncation` attribute set at that
@@ -88,7 +88,9 @@ step's list of infos followed by another dict (an env that reports per agent or 
 episode: the flag is in whichever dict belongs to the cut episode). "first": the flag is in
 the info of the step at which the first agents are cut, and not at the episode's last step
 (a multi-agent env whose cut reaches its agents at different steps; with one agent, or all
-agents ending together, as "info")."""
+agents ending together, as "info"). "mixed": as "info", but at the cut's step only agent 0 is
+truncated, and the other agents ending then terminate (they finished as the env cut the first):
+a cut is an episode end with some agent truncated and the flag set, not one with all of them."""
 INFO_FORMATS: Final = ("list", "dict", "log")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts, one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's),
@@ -585,6 +587,10 @@ class ExactAccountingEnv(_HarnessEnv):
             with self._episode_counter.get_lock():
                 self._episode_counter.value += 1
         end = self._settings_now["end"]
+        if end == ENDED_DESYNC and self._desync_signal == "mixed" and self._num > 1:
+            ending = self.truncations[1:] & (self._lengths_now[1:] == step)
+            self.terminals[1:] |= ending
+            self.truncations[1:] &= ~ending
         returns = tuple(float(r) for r in self._returns)
         settings = {"reward_per_step": list(self._settings_now["reward_per_step"]),
                     "episode_length": list(self._settings_now["episode_length"]), "end": end}
@@ -616,19 +622,22 @@ class GymExactAccountingEnv(gymnasium.Env):
     compute with numpy; `step()` returns the same info dict every time, its own keys rewritten,
     as envs that keep one do (a wrapper must not write into it). An episode's end info also
     carries an empty list (`exact_accounting/events`), which the stats pipeline must skip.
-    `set_env_config` applies at the next `reset()`, as for the PufferEnv.
+    `set_env_config` applies at the next `reset()`, as for the PufferEnv. With
+    `fail_every_reset=n`, every n-th `reset()` raises `RuntimeError` instead, changing nothing
+    (an env whose start fails now and then).
     """
 
     metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
 
     def __init__(self, *, reward_per_step: float = 1.0, episode_length: int = 10, end: str = ENDED_TERMINAL,
-                 desync_signal: str = "info", seed: int | None = 0) -> None:
+                 desync_signal: str = "info", seed: int | None = 0, fail_every_reset: int = 0) -> None:
         self.inner = ExactAccountingEnv(reward_per_step=reward_per_step, episode_length=episode_length, end=end,
-                                        desync_signal=desync_signal, seed=seed)
+                                        desync_signal=desync_signal, seed=seed, fail_every_reset=fail_every_reset)
         self.observation_space = self.inner.single_observation_space
         self.action_space = _ACTION_SPACE
         self.resets: list[tuple[int | None, dict[str, Any] | None]] = []
-        """The `seed` and `options` of every `reset()` call, in order (what a wrapper passed on)."""
+        """The `seed` and `options` of every `reset()` that started an episode, in order (what a
+        wrapper passed on)."""
         self._info: dict[str, Any] = {}
         self._own_keys: set[str] = set()
 
@@ -643,8 +652,8 @@ class GymExactAccountingEnv(gymnasium.Env):
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
-        self.resets.append((seed, options))
         observations, _ = self.inner.reset()
+        self.resets.append((seed, options))
         # what a new episode starts from, under the key its end reports in (a wrapper merging
         # the two must keep the ended episode's)
         return observations[0].copy(), {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}

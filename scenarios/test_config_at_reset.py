@@ -206,7 +206,8 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     `LIMITS.fail_every_draw`, at an episode's end or in `reset()`) loses nothing: the ended
     episode stays recorded and its infos come with the `reset()` that draws again; an episode
     whose record fails (one in `LIMITS.fail_every_record`) or whose score leaves the range is
-    dropped, and not counted. Desync cuts are flagged by the env's attribute, or by an info
+    dropped, and not counted; an env start that fails now and then (every
+    `LIMITS.fail_every_reset`-th) is retried on the task drawn for it. Desync cuts are flagged by the env's attribute, or by an info
     flag that is also there (False, or True) when the episode ended otherwise ("loose"): only a
     truncation with the flag is a cut. After an episode end that failed, `step()` is refused
     until `reset()`."""
@@ -217,16 +218,17 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
         fail_every=LIMITS.fail_every_draw, seed=scenario_seed, fail_records_every=LIMITS.fail_every_record)
-    inner = GymExactAccountingEnv(seed=scenario_seed, desync_signal=desync_signal)
+    inner = GymExactAccountingEnv(seed=scenario_seed, desync_signal=desync_signal,
+                                  fail_every_reset=LIMITS.fail_every_reset)
     made = gymnasium.wrappers.OrderEnforcing(gymnasium.wrappers.PassiveEnvChecker(inner))  # as gymnasium.make builds it
     env = GymCurriculumEnv(made, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
     ran, resets, refused, full = [], [], 0, []
     for index in range(LIMITS.episodes):
         seed, options = scenario_seed if index == 0 else None, {"episode": index} if index % 2 else None
-        while True:  # a failed draw is retried, as a training loop does
+        while True:  # a failed draw or env start is retried, as a training loop does
             try:
                 obs, info = env.reset(seed=seed, options=options)
-            except DrawFailed:
+            except RuntimeError:  # (DrawFailed is one)
                 continue
             break
         resets.append((seed, options))

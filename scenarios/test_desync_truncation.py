@@ -119,8 +119,9 @@ ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 
 
 @pytest.mark.parametrize(("num_envs", "desync_signal", "num_agents"),
-                         [(1, "info", 1), (4, "nested", 1), (1, "loose", 1), (1, "split", 1), (1, "first", 3)],
-                         ids=["1", "4", "1-loose", "1-split", "1-first-3agents"])
+                         [(1, "info", 1), (4, "nested", 1), (1, "loose", 1), (1, "split", 1), (1, "first", 3),
+                          (1, "mixed", 3)],
+                         ids=["1", "4", "1-loose", "1-split", "1-first-3agents", "1-mixed-3agents"])
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
                                                                      scenario_seed, num_envs, desync_signal,
                                                                      num_agents, oracle, golden) -> None:
@@ -129,10 +130,13 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
     episode's last info, False at a time limit, True at a terminal end too, where it means
     nothing without a truncation; or "split": the flagged info followed by another dict in the
     step's list; or "first": three agents ending at different steps, the flag in the info of
-    the step that cuts the first of them, the others playing on)."""
+    the step that cuts the first of them, the others playing on; or "mixed": three agents ending
+    together, a cut truncating the first and terminating the others)."""
     # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
     def lengths(length: int) -> int | list[int]:  # agents ending at different steps
-        return length if num_agents == 1 else [length + agent * (agent + 1) // 2 for agent in range(num_agents)]
+        if num_agents == 1 or desync_signal == "mixed":
+            return length if num_agents == 1 else [length] * num_agents
+        return [length + agent * (agent + 1) // 2 for agent in range(num_agents)]
 
     variants = [Variant(f"cut_{end}", {"episode_length": lengths(length), "end": end, "reward_per_step": reward},
                         "learnable", 0)

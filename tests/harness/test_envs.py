@@ -312,7 +312,7 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
     env.reset()
     assert env.desync_truncation is False
     with pytest.raises(ValueError, match="^Expected `desync_signal` to be one of \\('info', 'nested', 'attribute', "
-                                         "'loose', 'split', 'first'\\), received 'x'$"):
+                                         "'loose', 'split', 'first', 'mixed'\\), received 'x'$"):
         ExactAccountingEnv(desync_signal="x")
     nested = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="nested")
     _, infos, _, truncated = run_episode(nested)
@@ -321,6 +321,23 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
     split = ExactAccountingEnv(episode_length=2, end="desync", desync_signal="split")
     _, infos, _, truncated = run_episode(split)
     assert truncated and infos[0]["exact_accounting"]["truncated_by_desync"] is True and infos[1:] == [{}]
+
+
+def test_exact_accounting_mixed_desync_signal_truncates_one_agent_and_terminates_the_others() -> None:
+    env = ExactAccountingEnv(num_agents=3, episode_length=2, end="desync", desync_signal="mixed")
+    env.reset()
+    env.step(np.zeros(3, dtype=np.int32))
+    _, _, terminals, truncations, infos = env.step(np.zeros(3, dtype=np.int32))
+    assert truncations.tolist() == [True, False, False] and terminals.tolist() == [False, True, True]
+    assert infos[0]["exact_accounting"]["truncated_by_desync"] is True
+    assert infos[0][EPISODE_RECORD_KEY].ended == "desync"
+    env.reset()
+    assert not env.terminals.any() and not env.truncations.any()
+    plain = ExactAccountingEnv(num_agents=3, episode_length=2, end="truncated", desync_signal="mixed")
+    plain.reset()
+    plain.step(np.zeros(3, dtype=np.int32))
+    _, _, terminals, truncations, _ = plain.step(np.zeros(3, dtype=np.int32))
+    assert truncations.all() and not terminals.any()  # a time limit truncates every agent
 
 
 def test_exact_accounting_first_desync_signal_flags_the_step_that_cuts_the_first_agents() -> None:
