@@ -163,6 +163,53 @@ def test_a_failing_task_draw_keeps_the_ended_episode_for_the_next_reset(make_cur
     assert stat_key("score") not in info and "episode" not in info
 
 
+class FailingStartGymEnv(FixedGymEnv):
+    """`FixedGymEnv` whose next `reset()` raises while `failing` is set (its pending config kept)."""
+
+    failing = False
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
+        if self.failing:
+            raise RuntimeError("the env failed to start")
+        return super().reset(seed=seed, options=options)
+
+
+class CountedDrawCurriculum(FlakyDrawCurriculum):
+    """`FlakyDrawCurriculum` that keeps every task it handed out."""
+
+    def __init__(self, curriculum: Any) -> None:
+        super().__init__(curriculum)
+        self.drawn: list[Any] = []
+
+    def get_task(self) -> Any:
+        task = super().get_task()
+        self.drawn.append(task)
+        return task
+
+
+@pytest.mark.parametrize("running", [False, True])
+def test_a_failed_env_start_is_retried_with_the_task_drawn_for_it(make_curriculum: Any, running: bool) -> None:
+    """After an episode's end, or when `reset()` abandons a running episode, a start that fails
+    is retried with the task drawn for it: no other task is drawn, and that one runs."""
+    curriculum = CountedDrawCurriculum(make_curriculum(two_label_config()))
+    inner = FailingStartGymEnv()
+    env = GymCurriculumEnv(inner, curriculum)
+    run_episodes(env, 3)
+    if running:
+        env.reset()
+        env.step(0)
+    inner.failing = True
+    with pytest.raises(RuntimeError, match="^the env failed to start$"):
+        env.reset()
+    with pytest.raises(EpisodeNotStartedError):
+        env.step(0)  # the abandoned episode is over
+    drawn = len(curriculum.drawn)
+    inner.failing = False
+    obs, _ = env.reset()
+    assert len(curriculum.drawn) == drawn and env.task is curriculum.drawn[-1]
+    assert obs[1] == env.task.env_cfg["tag"] and inner.configs_at_reset[-1]["tag"] == env.task.env_cfg["tag"]
+
+
 def test_an_env_that_is_not_a_gymnasium_env_is_refused(make_curriculum: Any) -> None:
     message = "Expected `env` to be a gymnasium.Env, received dict"
     with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
