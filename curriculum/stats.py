@@ -157,7 +157,7 @@ def _number(value: Any) -> int | float | None:
     if isinstance(value, Real):
         return float(value)
     if isinstance(value, np.ndarray) and value.dtype.kind in "biuf":
-        return float(value.mean()) if value.size else None
+        return float(value.mean(dtype=np.float64)) if value.size else None  # a float32 array too, in full precision
     if isinstance(value, (list, tuple)) and value:
         if kind is list and type(value[0]) in _PLAIN:  # a flat list of numbers: one numpy call, not one per entry
             try:

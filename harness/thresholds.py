@@ -420,6 +420,9 @@ class EnvWrapperLimits:
     """Vec steps per stats epoch of the per-label check."""
     metric_inputs: int = 500
     """Random sparse distributions the Gini and entropy definitions are checked on."""
+    pipeline_epochs: int = 200
+    pipeline_steps: int = 6
+    """Epochs (of this many vec steps each) of random infos the stats pipeline reduces."""
     churn_episodes: int = 1500
     """Episodes of the churning run whose tasks are checked against their generator."""
     min_churn_evictions: int = 8

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 from collections import Counter, defaultdict
 from types import SimpleNamespace
 from typing import Any
@@ -35,7 +36,7 @@ from harness.envs import TaskDependencyEnv
 from harness.lp_reference import (read_state, reference_eviction, reference_eviction_candidates,
                                    reference_learning_progress, reference_pool_counts, reference_probabilities,
                                    reference_record, state_differences)
-from harness.oracle import reference_entropy, reference_gini
+from harness.oracle import AccountingOracle, reference_entropy, reference_gini
 from harness.task_spaces import TaggedTasks, chain_task_space, impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
 from harness.thresholds import INVARIANCES
@@ -126,6 +127,55 @@ def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenari
             assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12), (
                 f"{name} of {len(values)} entries ({values.count(0.0)} zero): {got!r}, by its definition "
                 f"{expected!r}; input {values}, seed {scenario_seed}")
+
+
+#: Every kind of value envs put in their infos, as a maker of one from a random stream: plain and
+#: numpy numbers (ints, floats of both widths, bools), lists and arrays (counted as their mean,
+#: nested ones too), and what is no number (strings, None, empty lists).
+_VALUE_KINDS = (
+    lambda rng: rng.randint(0, 5), lambda rng: rng.random() * 4, lambda rng: rng.random() < 0.5,
+    lambda rng: np.float32(rng.random()), lambda rng: np.float64(rng.random() * 3), lambda rng: np.int64(rng.randint(0, 5)),
+    lambda rng: np.bool_(rng.random() < 0.5), lambda rng: [rng.randint(0, 2) for _ in range(3)],
+    lambda rng: [rng.random(), rng.randint(0, 3)], lambda rng: np.array([rng.random(), rng.random()], dtype=np.float32),
+    lambda rng: np.array([True, rng.random() < 0.5]), lambda rng: [[rng.random()], [1, 2]], lambda rng: "x",
+    lambda rng: None, lambda rng: [],
+)
+#: Keys of the random infos: counters (a part among the pipeline's summed stats), gauges (some
+#: holding a counter's name inside a part: a counter is named by a whole part), and an
+#: identifier, at the top and nested.
+_INFO_KEYS = ("episodes", "completions", "rate", "score", "task_id", "total_completions", "deep/episodes", "deep/rate",
+              "deep/deeper/score", "deep/episodes_per_hour")
+
+
+def _random_info(rng: random.Random) -> dict[str, Any]:
+    """One env's info: a few of `_INFO_KEYS` under the env's group, each of a random kind."""
+    info: dict[str, Any] = {}
+    for key in rng.sample(_INFO_KEYS, rng.randint(1, len(_INFO_KEYS))):
+        *parents, leaf = key.split("/")
+        node = info.setdefault("env", {})
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = rng.choice(_VALUE_KINDS)(rng)
+    return info
+
+
+def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario_seed) -> None:
+    """Epochs of random infos mixing every kind of value envs report (an int from one env, a
+    numpy float or a per-agent list from another, under one key) reduce as the oracle's
+    written-out reference says: counters summed (exactly, fractions kept), gauges averaged,
+    identifiers and non-numbers dropped."""
+    rng = random.Random(scenario_seed)
+    for epoch in range(LIMITS.pipeline_epochs):
+        oracle = AccountingOracle(seed=scenario_seed, context=f"random infos, epoch {epoch}", info_keys=("env",))
+        raw: dict[str, list[float]] = defaultdict(list)
+        for _ in range(LIMITS.pipeline_steps):
+            infos = [_random_info(rng) for _ in range(rng.randint(0, 4))]
+            oracle.observe(infos)
+            accumulate_rollout_stats(infos, raw)
+        oracle.epoch(process_training_stats(raw, agent_step=0, epoch=0), agent_step=0)
+        assert not oracle.mismatches, (
+            f"the stats pipeline reduced random infos otherwise than its definition, epoch {epoch}, seed "
+            f"{scenario_seed}:\n" + "\n".join(oracle.mismatches[:6]))
 
 
 def _built_in(curriculum_factory, require_capability, config: CurriculumConfig, why: str) -> Curriculum:
