@@ -617,7 +617,8 @@ class GymExactAccountingEnv(gymnasium.Env):
 
     Same settings, dynamics, observation (`[length, reward, step]`) and `EpisodeRecord`; the
     info of the last step is one dict (a desync cut carries `truncated_by_desync`, or sets the
-    `desync_truncation` attribute with `desync_signal="attribute"`), the action is ignored.
+    `desync_truncation` attribute with `desync_signal="attribute"`; with "mixed", a cut's step
+    is both terminated and truncated, as an episode cut as it ended), the action is ignored.
     Reward, `terminated` and `truncated` are numpy scalars (float32, bool), as from envs that
     compute with numpy; `step()` returns the same info dict every time, its own keys rewritten,
     as envs that keep one do (a wrapper must not write into it). An episode's end info also
@@ -661,6 +662,9 @@ class GymExactAccountingEnv(gymnasium.Env):
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         observations, rewards, terminals, truncations, infos = self.inner.step(np.zeros(1, dtype=np.int32))
         own = infos[0] if infos else {}
+        record = own.get(EPISODE_RECORD_KEY)
+        if self.inner._desync_signal == "mixed" and record is not None and record.ended == ENDED_DESYNC:
+            terminals = np.ones(1, dtype=bool)  # cut as it ended: terminated and truncated in one step
         if "exact_accounting" in own:  # the episode's end: what it logged, nothing (an empty list is no number)
             own = {**own, "exact_accounting": {**own["exact_accounting"], "events": []}}
         # one info dict for the env's life, whose own keys it rewrites at every step (a common

@@ -195,7 +195,7 @@ def _assert_wrapper_counts_what_was_recorded(env, curriculum, seed: int) -> None
 # the env returns one info dict at every step on purpose (gymnasium's checker warns about it):
 # a wrapper that writes its episode entries into it repeats them at every later step
 @pytest.mark.filterwarnings("ignore:.*The infos returned by `step` and the following `step` share an object")
-@pytest.mark.parametrize("desync_signal", ["attribute", "loose"])
+@pytest.mark.parametrize("desync_signal", ["attribute", "loose", "mixed"])
 def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factory, scenario_seed, oracle,
                                                               desync_signal) -> None:
     """`GymCurriculumEnv` over a gymnasium env: each episode runs its own task's config from its
@@ -207,9 +207,10 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     episode stays recorded and its infos come with the `reset()` that draws again; an episode
     whose record fails (one in `LIMITS.fail_every_record`) or whose score leaves the range is
     dropped, and not counted; an env start that fails now and then (every
-    `LIMITS.fail_every_reset`-th) is retried on the task drawn for it. Desync cuts are flagged by the env's attribute, or by an info
-    flag that is also there (False, or True) when the episode ended otherwise ("loose"): only a
-    truncation with the flag is a cut. After an episode end that failed, `step()` is refused
+    `LIMITS.fail_every_reset`-th) is retried on the task drawn for it. Desync cuts are flagged
+    by the env's attribute, or by an info flag that is also there (False, or True) when the
+    episode ended otherwise ("loose"): only a truncation with the flag is a cut, also at a step
+    that terminates as well ("mixed"). After an episode end that failed, `step()` is refused
     until `reset()`."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0], "end": ["terminal", "truncated", "desync"]},

@@ -14,7 +14,7 @@ import pufferlib
 import pufferlib.vector
 import pytest
 
-from harness.envs import ExactAccountingEnv, ResourceChainEnv, TaskDependencyEnv
+from harness.envs import ExactAccountingEnv, GymExactAccountingEnv, ResourceChainEnv, TaskDependencyEnv
 from harness.episodes import EPISODE_RECORD_KEY
 from harness.simulator import TaskDependencySimulator
 
@@ -338,6 +338,24 @@ def test_exact_accounting_mixed_desync_signal_truncates_one_agent_and_terminates
     plain.step(np.zeros(3, dtype=np.int32))
     _, _, terminals, truncations, _ = plain.step(np.zeros(3, dtype=np.int32))
     assert truncations.all() and not terminals.any()  # a time limit truncates every agent
+
+
+def test_gym_exact_accounting_mixed_cut_terminates_and_truncates_and_starts_fail_now_and_then() -> None:
+    env = GymExactAccountingEnv(episode_length=2, end="desync", desync_signal="mixed", fail_every_reset=2)
+    env.reset()
+    env.step(0)
+    _, _, terminated, truncated, info = env.step(0)
+    assert bool(terminated) and bool(truncated) and info["exact_accounting"]["truncated_by_desync"] is True
+    with pytest.raises(RuntimeError, match="failed"):
+        env.reset(seed=3)
+    assert env.resets == [(None, None)]  # the failed start is not counted as one
+    env.reset(seed=3)
+    assert env.resets == [(None, None), (3, None)]
+    plain = GymExactAccountingEnv(episode_length=2, end="truncated", desync_signal="mixed")
+    plain.reset()
+    plain.step(0)
+    _, _, terminated, truncated, _ = plain.step(0)
+    assert not terminated and truncated
 
 
 def test_exact_accounting_first_desync_signal_flags_the_step_that_cuts_the_first_agents() -> None:
