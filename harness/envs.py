@@ -636,6 +636,7 @@ class GymExactAccountingEnv(gymnasium.Env):
                                         desync_signal=desync_signal, seed=seed, fail_every_reset=fail_every_reset)
         self.observation_space = self.inner.single_observation_space
         self.action_space = _ACTION_SPACE
+        self._mixed_cut = desync_signal == "mixed"
         self.resets: list[tuple[int | None, dict[str, Any] | None]] = []
         """The `seed` and `options` of every `reset()` that started an episode, in order (what a
         wrapper passed on)."""
@@ -663,7 +664,7 @@ class GymExactAccountingEnv(gymnasium.Env):
         observations, rewards, terminals, truncations, infos = self.inner.step(np.zeros(1, dtype=np.int32))
         own = infos[0] if infos else {}
         record = own.get(EPISODE_RECORD_KEY)
-        if self.inner._desync_signal == "mixed" and record is not None and record.ended == ENDED_DESYNC:
+        if self._mixed_cut and record is not None and record.ended == ENDED_DESYNC:
             terminals = np.ones(1, dtype=bool)  # cut as it ended: terminated and truncated in one step
         if "exact_accounting" in own:  # the episode's end: what it logged, nothing (an empty list is no number)
             own = {**own, "exact_accounting": {**own["exact_accounting"], "events": []}}
