@@ -549,18 +549,45 @@ def test_a_full_config_memory_keeps_what_the_rules_keep(curriculum_factory, requ
     completion changes the state as the documented rules say; an eviction into a full memory
     replaces the entry resting on the fewest completions (a mastered configuration's evidence
     outlives a task seen a few times), and the task admitted next starts from what is left."""
+    decided = _fill_memory(curriculum_factory, require_capability, scenario_seed, LIMITS.memory_variants,
+                           LIMITS.memory_episodes)
+    assert decided["memory full"] >= LIMITS.memory_min_replacements, (
+        f"only {decided['memory full']} evictions into a full memory in {LIMITS.memory_episodes} episodes, seed "
+        f"{scenario_seed}: the check measured too little")
+
+
+def test_configurations_coming_back_find_what_a_full_memory_holds(curriculum_factory, require_capability,
+                                                                 scenario_seed) -> None:
+    """The same small memory over few configurations (one of each kind and rate at two
+    variants), so evicted configurations come back while the memory holds them, wherever in
+    their neighbourhood they were stored: each admitted task inherits what the rules find.
+    `LIMITS.memory_few_runs` runs per base seed (an entry stored at its neighbourhood's last
+    place and looked up again is a matter of which configurations collide)."""
+    hits = 0
+    for run in range(LIMITS.memory_few_runs):
+        seed = scenario_seed * LIMITS.memory_few_runs + run
+        hits += _fill_memory(curriculum_factory, require_capability, seed, LIMITS.memory_few_variants,
+                             LIMITS.memory_few_episodes)["memory hits"]
+    assert hits >= LIMITS.memory_min_hits, (
+        f"only {hits} admitted tasks found their configuration in the memory over {LIMITS.memory_few_runs} runs, base "
+        f"seed {scenario_seed}: the check measured too little")
+
+
+def _fill_memory(curriculum_factory, require_capability, seed: int, variants: int, episodes: int) -> Counter:
+    """One run of the full-memory checks: every completion and eviction held to the documented
+    rules; returns what decided (evictions into a full memory, memory hits)."""
     algorithm = LearningProgressConfig(config_memory=LIMITS.memory_entries)
     config = dataclasses.replace(
-        _rules_config(algorithm, scenario_seed, refresh_interval=16, variants=LIMITS.memory_variants),
+        _rules_config(algorithm, seed, refresh_interval=16, variants=variants),
         min_presentations=3, eviction_percentile=LIMITS.memory_eviction_percentile)
     generator = config.task_generator
     curriculum, tracker, arrays, ignore = _followed(curriculum_factory, require_capability, config,
                                                     "the memory is that of the built-in learning progress")
-    rng = np.random.default_rng(scenario_seed)
+    rng = np.random.default_rng(seed)
     practice: Counter = Counter()
     decided: Counter = Counter()
     try:
-        for episode in range(1, LIMITS.memory_episodes + 1):
+        for episode in range(1, episodes + 1):
             task = curriculum.get_task()
             score = _rules_student(task, practice, rng)
             slot = tracker.task_ids.tolist().index(task.task_id)
@@ -572,20 +599,19 @@ def test_a_full_config_memory_keeps_what_the_rules_keep(curriculum_factory, requ
                 expected, expected_id = reference_eviction(expected, slot, task.task_id, generator,
                                                            tracker.capacity, algorithm, ignore, decided)
                 assert admitted == expected_id, (
-                    f"episode {episode}, seed {scenario_seed}: task {task.task_id} evicted, and task {admitted} "
+                    f"episode {episode}, seed {seed}: task {task.task_id} evicted, and task {admitted} "
                     f"admitted in its place; by the documented rules task {expected_id}")
             differences = state_differences(expected, read_state(arrays))
             assert not differences, (
-                f"episode {episode}, task {task.task_id} ({task.label}, slot {slot}), seed {scenario_seed}: a "
+                f"episode {episode}, task {task.task_id} ({task.label}, slot {slot}), seed {seed}: a "
                 f"completion with score {score!r}"
                 + (" that evicted the task into a full memory" if decided["memory full"] > replaced else
                    " that evicted the task" if admitted != task.task_id else "")
                 + " left a state the documented rules do not give:\n" + "\n".join(differences[:10]))
+        decided["memory hits"] = int(read_state(arrays).counters["memory_hits"])
     finally:
         curriculum.close()
-    assert decided["memory full"] >= LIMITS.memory_min_replacements, (
-        f"only {decided['memory full']} evictions into a full memory in {LIMITS.memory_episodes} episodes, seed "
-        f"{scenario_seed}: the check measured too little")
+    return decided
 
 
 def test_handles_sharing_a_pool_evict_only_tasks_they_shortlisted(require_capability, uses_builtin_curriculum,
