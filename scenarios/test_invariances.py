@@ -185,7 +185,12 @@ def test_score_range_changes_nothing(curriculum_factory, require_capability, sce
         """The run goes on in a new curriculum restored from a checkpoint of this one."""
         state = json.loads(json.dumps(saving.get_state()))
         resumed = curriculum_factory(config)
-        resumed.load_state(state)
+        try:
+            resumed.load_state(state)
+        except Exception as error:  # named, with the run's numbers, below
+            raise AssertionError(
+                f"{setup}, score_range={score_range}: a checkpoint of the run could not be resumed in a new "
+                f"curriculum: {type(error).__name__}: {error}, seed {scenario_seed}") from error
         return resumed
 
     run = _Run(curriculum, space, score=mapped, resume=resume if checkpoints else None)
