@@ -473,9 +473,7 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
             f"!= {recorded_before} + 1, seed {scenario_seed}"
         )
     finally:
-        if holder is not None and holder.is_alive():
-            holder.kill()
-            holder.join(timeout=10)
+        _stop(holder)
         curriculum.close()
 
 
@@ -528,9 +526,7 @@ def test_a_lock_holder_stuck_after_handing_the_lock_on_still_times_out(curriculu
             f"limit {deadline:.1f} s (the handovers, then {LIMITS.max_wait_after_handovers} timeouts of {timeout} s), "
             f"seed {scenario_seed}")
     finally:
-        if holder is not None and holder.is_alive():
-            holder.kill()
-            holder.join(timeout=10)
+        _stop(holder)
         curriculum.close()
 
 
@@ -539,6 +535,13 @@ def _differences(seen: np.ndarray, committed: np.ndarray) -> str:
     where = np.flatnonzero(seen != committed)
     first = ", ".join(f"[{i}]: {seen[i].item()!r} vs {committed[i].item()!r}" for i in where[:4].tolist())
     return f"{where.size} of {committed.size} entries differ ({first})"
+
+
+def _stop(holder: Any) -> None:
+    """Kill and reap a lock-holding process the check left running (None: never started)."""
+    if holder is not None and holder.is_alive():
+        holder.kill()
+        holder.join(timeout=10)
 
 
 UNCOMMITTED_TASK_ID = 10**9
@@ -821,9 +824,7 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
             f"expected the {committed_total} committed before plus the one made after, seed {scenario_seed}"
         )
     finally:
-        if holder is not None and holder.is_alive():
-            holder.kill()
-            holder.join(timeout=10)
+        _stop(holder)
         curriculum.close()
 
 
@@ -863,9 +864,7 @@ def test_a_checkpoint_restored_right_after_a_writer_was_killed_is_what_the_curri
                 f"[{history}] a checkpoint restored right after a writer was killed mid-update, and `{name}` is not "
                 f"the checkpoint's: {_differences(now[name], saved)}, seed {scenario_seed}")
     finally:
-        if holder is not None and holder.is_alive():
-            holder.kill()
-            holder.join(timeout=10)
+        _stop(holder)
         curriculum.close()
 
 
