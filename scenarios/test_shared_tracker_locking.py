@@ -873,12 +873,17 @@ BAD_INPUTS = (  # (task id or None for a handed-out one, score): each must be re
 )
 
 
-def _bad_then_good(curriculum, index: int, barrier, queue) -> None:
+def _bad_then_good(curriculum, index: int, barrier, queue, leaked) -> None:
     """In round r, writer r sends every bad input while the others wait; then the others
-    update, timed, while writer r waits (alive: an exiting process would drop a leaked lock)."""
+    update, timed, while writer r waits (alive: an exiting process would drop a leaked lock).
+    The rounds stop once an update found the lock held (`leaked`, set before a round's last
+    barrier and read after it, so every writer stops at the same round): each further round
+    would only wait out more lock timeouts."""
     curriculum.reseed(index)
     refused, waits = [], []
     for turn in range(LIMITS.writers):
+        if leaked.is_set():
+            break
         if turn == index:
             for task_id, score in BAD_INPUTS:
                 task = curriculum.get_task()
@@ -899,6 +904,7 @@ def _bad_then_good(curriculum, index: int, barrier, queue) -> None:
             except LockTimeoutError as error:
                 waits.append(f"LockTimeoutError after writer {turn}'s bad input, {time.monotonic() - began:.1f} s: "
                              f"{error}")
+                leaked.set()
         barrier.wait(timeout=60)
     queue.put({"index": index, "refused": refused, "waits": waits})
 
@@ -909,8 +915,8 @@ def test_bad_input_from_any_process_leaves_the_lock_free(curriculum_factory, req
                                     lock_timeout=LIMITS.lock_timeout)  # a leaked lock is a stuck holder
     children = _Children()
     try:
-        queue, barrier = CTX.Queue(), CTX.Barrier(LIMITS.writers)
-        writers = [children.start(_bad_then_good, curriculum, i, barrier, queue) for i in range(LIMITS.writers)]
+        queue, barrier, leaked = CTX.Queue(), CTX.Barrier(LIMITS.writers), CTX.Event()
+        writers = [children.start(_bad_then_good, curriculum, i, barrier, queue, leaked) for i in range(LIMITS.writers)]
         results = sorted((queue.get(timeout=120) for _ in writers), key=lambda r: r["index"])
         for process in writers:
             process.join(timeout=30)
