@@ -117,7 +117,9 @@ def configs(draw: st.DrawFn, *, all_algorithms: bool) -> CurriculumConfig:
     kind = draw(st.sampled_from(kinds))
     generator: BucketedTaskGenerator | WeightedTaskSetGenerator | None = _generator(seed)
     if kind == "learning_progress":
-        algorithm: Any = LearningProgressConfig(min_samples_for_lp=draw(st.integers(1, 3)))
+        # the memory of configurations: the default, none, one entry (every configuration collides), a few
+        algorithm: Any = LearningProgressConfig(min_samples_for_lp=draw(st.integers(1, 3)),
+                                                config_memory=draw(st.sampled_from([4096, 0, 1, 7])))
     elif kind == "uniform":
         algorithm = UniformConfig()
     else:
