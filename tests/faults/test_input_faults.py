@@ -189,7 +189,13 @@ def test_curriculum_construction(examples: Examples, fields: dict, lp: dict, sta
 
 
 # ---- get/update, reseed, stage sync ---------------------------------------------------------------
-CONFIGS = {"learning_progress": lp_config, "uniform": uniform_config, "staged": staged_config}
+def small_memory_lp_config() -> CurriculumConfig:
+    """`lp_config` with a memory of 16 configurations: a hostile checkpoint entry lands on any
+    part of the state, not mostly on the default memory's 40,000 numbers."""
+    return lp_config(algorithm=LearningProgressConfig(min_samples_for_lp=3, config_memory=16))
+
+
+CONFIGS = {"learning_progress": small_memory_lp_config, "uniform": uniform_config, "staged": staged_config}
 
 
 def driven(algorithm: str, steps: int = 40) -> Curriculum:
