@@ -66,7 +66,9 @@ def _bucketed(spec: GeneratorSpec, seed: int) -> BucketedTaskGenerator:
 _GRID = GeneratorSpec(
     base={"game": {"name": "maze", "map": {"width": 0, "walls": [1, 2]}}, "mode": "train"},
     buckets={"game.map.width": [10, 20, 40], "difficulty": [0, 1, 2, 3, 4], "opponents": [[1], [1, 2], [3]]},
-    label="maze", value_labels={"game.map.width": {10: "small", 20: "medium", 40: "large"}},
+    # the label map names a value the bucket does not hold (one map shared by several generators):
+    # no task can get its label, so `labels` must not list it
+    label="maze", value_labels={"game.map.width": {10: "small", 20: "medium", 40: "large", 80: "huge"}},
 )
 _INT_RANGE = GeneratorSpec(base={"kind": "ints"}, buckets={"level": ValueRange(-3, 4)}, label="ints")
 _FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2], "physics.gravity.scale": [0.5, 2],
