@@ -27,9 +27,9 @@ from typing import Any
 import numpy as np
 
 from curriculum import LearningProgressConfig
-from curriculum.algorithms.learning_progress import LP_COUNTERS, STATE_FIELDS, _label_key, config_key
+from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, LP_COUNTERS, STATE_FIELDS, _label_key, config_key
 
-__all__ = ["LPState", "read_state", "reference_eviction", "reference_eviction_candidates",
+__all__ = ["LPState", "label_with_home", "read_state", "reference_eviction", "reference_eviction_candidates",
            "reference_learning_progress", "reference_probabilities", "reference_record", "state_differences"]
 
 
@@ -383,6 +383,13 @@ def reference_eviction_candidates(state: LPState, config: LearningProgressConfig
         return crowded
     learned_configs = sum(s for le, s in zip(learned, share) if le)
     return idle_learned if learned_configs > 0.5 * n else none
+
+
+def label_with_home(name: str, position: int) -> str:
+    """The first of `name_0`, `name_1`, ... whose home in the label table is `position`: labels
+    that take the table's first and last entries, or collide and probe on, around its end."""
+    return next(label for label in (f"{name}_{i}" for i in range(1_000_000))
+                if _label_key(label) % LABEL_TABLE_SIZE == position)
 
 
 def _label_index(state: LPState, label: str) -> int:

@@ -30,10 +30,10 @@ import pytest
 
 from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, LearningProgressConfig, UniformConfig,
                         gini_coefficient, normalized_entropy)
-from curriculum.algorithms.learning_progress import id_fields
+from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.envs import TaskDependencyEnv
-from harness.lp_reference import (read_state, reference_eviction, reference_eviction_candidates,
+from harness.lp_reference import (label_with_home, read_state, reference_eviction, reference_eviction_candidates,
                                    reference_learning_progress, reference_pool_counts, reference_probabilities,
                                    reference_record, state_differences)
 from harness.oracle import AccountingOracle, reference_entropy, reference_gini
@@ -429,16 +429,20 @@ def _slow_level(practice: int) -> float:
 
 
 _RULES_KINDS = ("learnable", "impossible", "noisy", "slow")
+#: Labels for the kinds whose homes are the label table's first entry (two) and its last (two),
+#: so the table's ends and its probing (on past a taken entry, around the end) all decide.
+_EDGE_LABELS = {kind: label_with_home(kind, position)
+                 for kind, position in zip(_RULES_KINDS, (LABEL_TABLE_SIZE - 1, 0, 0, LABEL_TABLE_SIZE - 1))}
 
 
 def _rules_config(algorithm: LearningProgressConfig, seed: int, *, refresh_interval: int,
-                  variants: int = 2) -> CurriculumConfig:
+                  variants: int = 2, labels: dict[str, str] | None = None) -> CurriculumConfig:
     """16 slots over learnable configurations at two rates, impossible, noisy and slowly
-    learned ones, `variants` of each; every config tagged with its task id (which tells tasks
-    apart, not what they are)."""
+    learned ones, `variants` of each, labelled by kind (or by `labels`); every config tagged
+    with its task id (which tells tasks apart, not what they are)."""
     generator = TaggedTasks(BucketedTaskGenerator({}, {"kind": list(_RULES_KINDS), "rate": [0.05, 0.1],
                                                        "variant": list(range(variants))},
-                                                  value_labels={"kind": {k: k for k in _RULES_KINDS}}, seed=seed))
+                                                  value_labels={"kind": labels or {k: k for k in _RULES_KINDS}}, seed=seed))
     return CurriculumConfig(task_generator=generator, algorithm=algorithm, num_active_tasks=16, seed=seed,
                             refresh_interval=refresh_interval)
 
@@ -485,7 +489,7 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     (a stalled task left to the floor, frontier practice not renewed) shows here. The pool
     counts `stats()` reports (cold, learned, frontier, revisited tasks) are those of the rules."""
     config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
-    curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1)
+    curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS)
     generator = curriculum_config.task_generator
     curriculum, tracker, arrays, ignore = _followed(curriculum_factory, require_capability, curriculum_config,
                                                     "the rules are those of the built-in learning progress")
