@@ -319,8 +319,9 @@ def _running(pid: int) -> bool:
 def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability) -> None:
     """A trainer SIGKILLed mid-run (the OOM killer), and one whose script returns without
     `close()`: each exits within `LIMITS.deadline` and no worker process is left running
-    (orphans would hold their cores, and the shared memory, until the machine restarts). The
-    two trainers run side by side."""
+    (orphans would hold their cores, and the shared memory, until the machine restarts); the
+    returning one exits with 0 and no warning or error on stderr (such as multiprocessing's
+    resource tracker reporting leaked shared memory). The two trainers run side by side."""
     require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
     returning = subprocess.Popen([sys.executable, "-c", _RETURNING_TRAINER], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
@@ -340,6 +341,12 @@ def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capabil
         except subprocess.TimeoutExpired:
             pytest.fail(f"a trainer whose script returned without close() was still running {LIMITS.deadline} s "
                         "later (hung at exit)")
+        complaints = [line for line in returning.stderr.read().splitlines()
+                      if any(word in line for word in ("Warning", "Error", "Traceback", "leaked"))]
+        assert returning.returncode == 0 and not complaints, (
+            f"a trainer whose script returned without close() exited with {returning.returncode} and "
+            f"{len(complaints)} complaint(s) on stderr (the library must release what it opened, its shared "
+            f"memory unregistered from multiprocessing's resource tracker): {complaints[:4]}")
         while any(_running(pid) for pids in workers.values() for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
         left = {end: [pid for pid in pids if _running(pid)] for end, pids in workers.items()}
