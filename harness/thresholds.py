@@ -636,9 +636,12 @@ class WorkerFailureLimits:
     deadline: float = 15.0
     """Seconds after the fault by which `WorkerProcessError` must have been raised (a dead
     worker is seen within `WORKER_CHECK_PERIOD`, a frozen one within `worker_timeout`)."""
-    stop_grace: float = 0.3
+    stop_grace: float = 0.5
     """Seconds `close()` gives workers to obey SIGTERM before it kills them, in the check of an
     env that ignores it (the library's 2 s, shortened to keep the gate quick)."""
+    stop_slack: float = 0.8
+    """Seconds `close()` may take beyond one `stop_grace` when no worker obeys SIGTERM: one
+    grace period for all `num_envs` workers (one env each), not one per worker (1.5 s more)."""
 
 
 WORKER_FAILURES = WorkerFailureLimits()

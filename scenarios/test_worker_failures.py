@@ -245,14 +245,16 @@ def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory,
     """`close()` stops and reaps every worker even when pufferlib's own close fails half-way
     (it closes its driver env first and stops the workers after; the env's error reaches the
     caller), and when the workers' env ignores SIGTERM (they are killed once the grace period,
-    shortened here, ran out). No worker process is left running."""
+    shortened here, ran out: one period for all of them, `close()` returns within it plus
+    `LIMITS.stop_slack`). No worker process is left running."""
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     raises, make_env = HARD_TO_CLOSE[env]
     monkeypatch.setattr(vector_module, "_STOP_GRACE", LIMITS.stop_grace)
     curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
+    workers = LIMITS.num_envs if raises is None else LIMITS.num_workers  # (a grace period per worker shows)
     vecenv = make_curriculum_vecenv(make_env, curriculum, backend="Multiprocessing", tracking="shared",
-                                    num_envs=LIMITS.num_envs, num_workers=LIMITS.num_workers, overwork=True,
+                                    num_envs=LIMITS.num_envs, num_workers=workers, overwork=True,
                                     seed=scenario_seed)
     processes = list(vecenv.vecenv.processes)
     try:
@@ -260,7 +262,13 @@ def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory,
         assert "error" not in _steps_until_error(vecenv, LIMITS.steps_before, [0])
         if raises is None:
             assert all(_ignores_sigterm(p.pid) for p in processes), "the workers' env did not take effect"
+            began = time.monotonic()
             vecenv.close()
+            took = time.monotonic() - began
+            assert took <= LIMITS.stop_grace + LIMITS.stop_slack, (
+                f"close() took {took:.2f} s to stop {workers} workers that ignore SIGTERM, limit "
+                f"{LIMITS.stop_grace + LIMITS.stop_slack:.2f} s (a grace period of {LIMITS.stop_grace} s for all of "
+                f"them, then SIGKILL), seed {scenario_seed}")
         else:
             with pytest.raises(RuntimeError, match=raises):
                 vecenv.close()
