@@ -128,6 +128,11 @@ class CheckpointLimits:
     """Labels (one per task) of the run whose pool holds more than learning progress tracks."""
     many_labels_pool: int = 1000
     """Its pool: about 880 distinct labels, against a table of 256 (`LABEL_TABLE_SIZE`)."""
+    extreme_episodes: int = 2000
+    """Episodes of the run whose scores are the most variable the range allows."""
+    extreme_every: int = 100
+    """That run is checkpointed (and restored into a fresh curriculum) every so many episodes."""
+    extreme_pool: int = 16
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()

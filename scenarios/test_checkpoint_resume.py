@@ -235,6 +235,51 @@ def test_a_pool_of_more_labels_than_are_tracked_resumes_as_the_uninterrupted_run
         f"{after[1][diverged]} instead of {after[0][diverged]}, seed {scenario_seed}")
 
 
+def test_a_run_of_the_most_variable_scores_resumes_from_every_checkpoint(curriculum_factory, require_capability,
+                                                                         scenario_seed) -> None:
+    """Every task pays the top of the score range through its warm-up (a baseline as high as
+    it goes), then a fair coin flip between the range's ends: the most variable scores there
+    are, whose statistics reach the far ends of what a checkpoint may hold. Checkpointed every
+    `LIMITS.extreme_every` episodes, each checkpoint must load into a fresh curriculum, report
+    the same numbers and continue as the uninterrupted run."""
+    generator = BucketedTaskGenerator({}, {"level": list(range(8))}, label="coin", seed=scenario_seed)
+    config = CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(),
+                              num_active_tasks=LIMITS.extreme_pool, seed=scenario_seed)
+    warmup = LearningProgressConfig().min_samples_for_lp
+
+    def play(curriculum, played: dict[int, int], episodes: int) -> list[tuple[int, float]]:
+        trace = []
+        for _ in range(episodes):
+            task = curriculum.get_task()
+            n = played[task.task_id] = played.get(task.task_id, 0) + 1
+            score = 1.0 if n <= warmup else float(random.Random(task.task_id * 7919 + n).random() < 0.5)
+            curriculum.update_task_performance(task.task_id, score)
+            trace.append((task.task_id, score))
+        return trace
+
+    uninterrupted = play(_checkpointable(curriculum_factory, require_capability, config, "coin flips"), {},
+                         LIMITS.extreme_episodes)
+    resumed, played, trace = curriculum_factory(config), {}, []
+    for episode in range(0, LIMITS.extreme_episodes, LIMITS.extreme_every):
+        if episode:
+            saved, reported = json.loads(json.dumps(resumed.get_state())), _reported(resumed)
+            resumed = curriculum_factory(config)
+            try:
+                resumed.load_state(saved)
+            except Exception as error:  # noqa: BLE001 - reported below
+                pytest.fail(f"coin flips after a perfect warm-up: the checkpoint after {episode} episodes was refused "
+                            f"by the curriculum that saved it: {type(error).__name__}: {error}, seed {scenario_seed}")
+            restored = _reported(resumed)
+            differ = {key: (value, restored.get(key)) for key, value in reported.items() if restored.get(key) != value}
+            assert not differ, (f"coin flips: restored after {episode} episodes, the curriculum reports other numbers: "
+                                f"{differ}, seed {scenario_seed}")
+        trace += play(resumed, played, LIMITS.extreme_every)
+    diverged = next((i for i, (a, b) in enumerate(zip(uninterrupted, trace)) if a != b), None)
+    assert diverged is None, (
+        f"coin flips: the run checkpointed every {LIMITS.extreme_every} episodes diverged from the uninterrupted one "
+        f"at episode {diverged}: {trace[diverged]} instead of {uninterrupted[diverged]}, seed {scenario_seed}")
+
+
 _STAGE_KEYS = ("stage", "stage_changes", "stage_episodes", "advancements", "regressions", "stage_window_mean")
 
 
