@@ -130,15 +130,18 @@ def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenari
 
 
 #: Every kind of value envs put in their infos, as a maker of one from a random stream: plain and
-#: numpy numbers (ints, floats of both widths, bools), lists and arrays (counted as their mean,
-#: nested ones too), and what is no number (strings, None, empty lists).
+#: numpy numbers (ints, floats of both widths, bools), sequences and arrays (counted as their
+#: mean: lists, tuples, arrays of 0, 1 and 2 dimensions, nested ones too), and what is no number
+#: (strings, None, empty lists and tuples).
 _VALUE_KINDS = (
     lambda rng: rng.randint(0, 5), lambda rng: rng.random() * 4, lambda rng: rng.random() < 0.5,
     lambda rng: np.float32(rng.random()), lambda rng: np.float64(rng.random() * 3), lambda rng: np.int64(rng.randint(0, 5)),
     lambda rng: np.bool_(rng.random() < 0.5), lambda rng: [rng.randint(0, 2) for _ in range(3)],
     lambda rng: [rng.random(), rng.randint(0, 3)], lambda rng: np.array([rng.random(), rng.random()], dtype=np.float32),
     lambda rng: np.array([True, rng.random() < 0.5]), lambda rng: [[rng.random()], [1, 2]], lambda rng: "x",
-    lambda rng: None, lambda rng: [],
+    lambda rng: None, lambda rng: [], lambda rng: (), lambda rng: (rng.random(), rng.randint(0, 3)),
+    lambda rng: ((rng.random(),), [rng.randint(0, 2), 1]), lambda rng: np.array(rng.random() * 2),
+    lambda rng: np.array([[rng.randint(0, 3), 1], [rng.random(), 0]]),
 )
 #: Keys of the random infos: counters (a part among the pipeline's summed stats), gauges (some
 #: holding a counter's name inside a part: a counter is named by a whole part), and an
