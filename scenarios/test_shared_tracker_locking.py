@@ -477,6 +477,51 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         curriculum.close()
 
 
+def _update_and_report(curriculum, task_id: int, queue) -> None:
+    """One update in this (forked) process; what it raised, if anything, and how long it took."""
+    started = time.monotonic()
+    error = _update_error(curriculum, task_id)
+    queue.put({"raised": None if error is None else type(error).__name__, "message": str(error or ""),
+               "took": round(time.monotonic() - started, 2)})
+
+
+def test_a_process_forked_while_the_lock_is_held_waits_for_it(curriculum_factory, require_capability,
+                                                              scenario_seed) -> None:
+    """A worker forked while its parent holds the lock (a trainer thread recording while
+    another forks): the lock is the parent's, not the child's. The child's update must wait
+    and end in `LockTimeoutError` naming the parent, changing nothing; forked once the parent
+    released the lock, a child's update goes through."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed,
+                                    lock_timeout=LIMITS.lock_timeout)
+    children = _Children()
+    try:
+        task = curriculum.get_task()
+        recorded = curriculum.stats()["total_completions"]
+        queue = CTX.Queue()
+        lock = curriculum.tracker.lock
+        lock.acquire()
+        try:
+            children.start(_update_and_report, curriculum, task.task_id, queue)
+            [held] = children.collect(queue, 1, timeout=60, what="children forked under the lock", seed=scenario_seed)
+        finally:
+            lock.release()
+        assert held["raised"] == "LockTimeoutError" and f"held by pid {os.getpid()}" in held["message"], (
+            f"a child forked while its parent (pid {os.getpid()}) held the lock updated with outcome {held}; expected "
+            f"LockTimeoutError naming the parent within {LIMITS.lock_timeout} s: the child took the lock as if it "
+            f"were its own, seed {scenario_seed}")
+        assert curriculum.stats()["total_completions"] == recorded, (
+            f"a child's update refused for a held lock changed the completions: {recorded} before, "
+            f"{curriculum.stats()['total_completions']} after, seed {scenario_seed}")
+        children.start(_update_and_report, curriculum, task.task_id, queue)
+        [free] = children.collect(queue, 1, timeout=60, what="children forked after the release", seed=scenario_seed)
+        assert free["raised"] is None and curriculum.stats()["total_completions"] == recorded + 1, (
+            f"a child forked after the lock was released updated with outcome {free}, completions "
+            f"{recorded} -> {curriculum.stats()['total_completions']} (one more expected), seed {scenario_seed}")
+    finally:
+        children.reap()
+        curriculum.close()
+
+
 def _relay_then_hold(curriculum, ready, relays: int, every: float, hold: float) -> None:
     """Take the lock, hand it on to itself `relays` times (released and taken again at once, as
     writers queueing for it do), then hold it for `hold` seconds (stuck)."""
