@@ -162,11 +162,18 @@ def _random_info(rng: random.Random) -> dict[str, Any]:
     return info
 
 
+#: The kinds of value a trainer's losses come as: plain numbers, numpy scalars, 0-d arrays.
+_LOSS_KINDS = (lambda rng: rng.random(), lambda rng: rng.randint(0, 3), lambda rng: np.float32(rng.random()),
+               lambda rng: np.float64(rng.random()), lambda rng: np.array(rng.random()))
+
+
 def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario_seed) -> None:
     """Epochs of random infos mixing every kind of value envs report (an int from one env, a
     numpy float or a per-agent list from another, under one key) reduce as the oracle's
     written-out reference says: counters summed (exactly, fractions kept), gauges averaged,
-    identifiers and non-numbers dropped."""
+    identifiers and non-numbers dropped. Losses of every kind come out as `losses/<name>`, and
+    the metrics are plain Python numbers under sorted keys (as documented: a logger or
+    `json.dumps` takes them as they are)."""
     rng = random.Random(scenario_seed)
     for epoch in range(LIMITS.pipeline_epochs):
         oracle = AccountingOracle(seed=scenario_seed, context=f"random infos, epoch {epoch}", info_keys=("env",))
@@ -175,10 +182,18 @@ def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario
             infos = [_random_info(rng) for _ in range(rng.randint(0, 4))]
             oracle.observe(infos)
             accumulate_rollout_stats(infos, raw)
-        oracle.epoch(process_training_stats(raw, agent_step=0, epoch=0), agent_step=0)
+        losses = {name: rng.choice(_LOSS_KINDS)(rng) for name in rng.sample(("policy", "value", "entropy"), 2)}
+        metrics = process_training_stats(raw, agent_step=0, epoch=0, losses=losses)
+        oracle.epoch(metrics, agent_step=0)
         assert not oracle.mismatches, (
             f"the stats pipeline reduced random infos otherwise than its definition, epoch {epoch}, seed "
             f"{scenario_seed}:\n" + "\n".join(oracle.mismatches[:6]))
+        wrong_losses = {name: metrics.get(f"losses/{name}") for name, value in losses.items()
+                        if metrics.get(f"losses/{name}") != float(value)}
+        not_plain = {key: type(value).__name__ for key, value in metrics.items() if type(value) not in (int, float)}
+        assert not wrong_losses and not not_plain and list(metrics) == sorted(metrics), (
+            f"epoch {epoch}, seed {scenario_seed}: losses {losses} reported as {wrong_losses}; metrics that are no "
+            f"plain Python number: {not_plain}; keys sorted: {list(metrics) == sorted(metrics)}")
 
 
 def _built_in(curriculum_factory, require_capability, config: CurriculumConfig, why: str) -> Curriculum:
