@@ -1099,7 +1099,10 @@ def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_cur
                                                                  scenario_seed, monkeypatch, tmp_path) -> None:
     """A dead creator's tracker, copied while it ran into a directory of its own (other
     processes' cleanups scan only the real one), is an orphan there: the dry run lists it and
-    leaves it in place; the real cleanup then lists and removes it."""
+    leaves it in place; the real cleanup then lists and removes it. Beside it, empty lock files
+    `<name>.lock` as earlier versions left them: one whose block is gone is listed and removed
+    likewise, one beside a block that is still there (not a tracker of ours) stays, as does
+    that block."""
     require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
     config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
                               algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
@@ -1115,11 +1118,21 @@ def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_cur
     remove_orphaned_segments()  # the real block, its creator gone
     resource_tracker.unregister("/" + name, "shared_memory")  # removed here: nothing left for the tracker
     monkeypatch.setattr(memory, "SEGMENT_DIR", str(tmp_path))
+    block, beside, stale = (tmp_path / f"{name}_kept", tmp_path / f"{name}_kept.lock", tmp_path / f"{name}_gone.lock")
+    block.write_bytes(b"not a tracker")
+    beside.touch()
+    stale.touch()
+    kept = [block, beside]
     listed = remove_orphaned_segments(dry_run=True)
-    assert listed == [str(copy)] and copy.exists(), (
-        f"a dry run of the cleanup over a dead creator's tracker listed {listed} and left it "
-        f"{'in place' if copy.exists() else 'removed'} (expected it listed and left), seed {scenario_seed}")
+    assert listed == sorted([str(copy), str(stale)]) and copy.exists() and stale.exists(), (
+        f"a dry run of the cleanup over a dead creator's tracker and a lock file whose block is gone listed "
+        f"{listed} (expected both, left in place) and removed {[p.name for p in (copy, stale) if not p.exists()]}, "
+        f"seed {scenario_seed}")
     removed = remove_orphaned_segments()
-    assert removed == [str(copy)] and not copy.exists(), (
+    assert removed == sorted([str(copy), str(stale)]) and not copy.exists() and not stale.exists(), (
         f"after the dry run the cleanup removed {removed}, and the dead creator's tracker "
-        f"{'is still there' if copy.exists() else 'is gone'}, seed {scenario_seed}")
+        f"{'is still there' if copy.exists() else 'is gone'}, the stale lock file "
+        f"{'is still there' if stale.exists() else 'is gone'}, seed {scenario_seed}")
+    lost = [p.name for p in kept if not p.exists()]
+    assert not lost, (f"the cleanup removed {lost}: a block that still exists, or the lock file beside it, "
+                      f"seed {scenario_seed}")
