@@ -13,6 +13,8 @@ remove nothing.
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import inspect
 import json
 import multiprocessing as mp
@@ -1010,15 +1012,36 @@ def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, req
                                                          scenario_seed) -> None:
     """`close()` lets go of everything the shared tracker opened: no descriptor and no mapping
     of its files is left in the process (an unlinked segment still held keeps its memory
-    allocated until the process exits: a trainer that makes one per run fills /dev/shm)."""
+    allocated until the process exits: a trainer that makes one per run fills /dev/shm). An
+    attach refused for another config holds nothing either, right after the refusal (no
+    collection of garbage in between: a handle left to the garbage collector stays open for
+    as long as anything keeps the error's traceback)."""
     before = set(os.listdir(SEGMENT_DIR))
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
     try:
         paths = {os.path.join(SEGMENT_DIR, name) for name in set(os.listdir(SEGMENT_DIR)) - before}
         for _ in range(10):
             curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
-        require_capability(bool(paths) and bool(_held_here(paths)),
+        held = _held_here(paths)
+        require_capability(bool(paths) and bool(held),
                            f"this curriculum's shared memory is not a file under {SEGMENT_DIR} held by the process")
+        attach, name = getattr(type(curriculum), "attach", None), getattr(curriculum, "shared_memory_name", None)
+        if callable(attach) and name:
+            other = dataclasses.replace(curriculum.config, num_active_tasks=curriculum.config.num_active_tasks + 1)
+            gc.disable()
+            try:
+                try:
+                    attach(name, other)
+                    refused: Any = None
+                except Exception as error:  # noqa: BLE001 - its kind is asserted below
+                    refused = type(error)
+                after = _held_here(paths)
+            finally:
+                gc.enable()
+            named = refused is not None and issubclass(refused, CurriculumConfigError)
+            assert named and sorted(after) == sorted(held), (
+                f"attaching with another config raised {refused!r} (CurriculumConfigError expected) and left the "
+                f"process holding {sorted(set(after) - set(held))} more of the shared memory, seed {scenario_seed}")
     finally:
         curriculum.close()
     held = _held_here(paths)
