@@ -449,6 +449,12 @@ class EnvWrapperLimits:
     """Share of those episodes after which the learned tasks are forgotten (lost ground counts)."""
     rules_episodes: int = 2500
     rules_stats_every: int = 8
+    counts_refresh_intervals: tuple[int, ...] = (5, 16)
+    """Completions between refreshes in the check of the pool counts `stats()` reports (the
+    documented-rules check reads them at a refresh every completion)."""
+    counts_eviction_percentiles: tuple[float, ...] = (0.0, 50.0, 100.0)
+    counts_episodes: int = 400
+    """Episodes of that check per setting, the counts compared after each."""
     """Episodes between two comparisons of `stats()`'s pool counts with the rules (stats() takes
     as long as a completion and a refresh together)."""
     """Episodes of the run whose every completion and refresh is held to the documented rules of

@@ -564,6 +564,35 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
 
 
+@pytest.mark.parametrize("refresh_interval", LIMITS.counts_refresh_intervals)
+def test_the_pool_counts_stats_reports_are_those_of_the_state_it_is_read_in(curriculum_factory, require_capability,
+                                                                           scenario_seed, refresh_interval) -> None:
+    """`stats()` counts the pool's cold, learned, frontier and revisited tasks as the documented
+    rules make them of the state at the moment it is called, also between refreshes and
+    whether eviction is off, on for some tasks or for all (a count kept from the last refresh
+    lags behind every completion since)."""
+    for percentile in LIMITS.counts_eviction_percentiles:
+        config = dataclasses.replace(_rules_config(LearningProgressConfig(config_memory=16), scenario_seed,
+                                                   refresh_interval=refresh_interval),
+                                     eviction_percentile=percentile)
+        curriculum, _, arrays, _ = _followed(curriculum_factory, require_capability, config,
+                                             "the counts are those of the built-in learning progress")
+        rng = np.random.default_rng(scenario_seed)
+        practice: Counter = Counter()
+        try:
+            for episode in range(1, LIMITS.counts_episodes + 1):
+                task = curriculum.get_task()
+                curriculum.update_task_performance(task.task_id, _rules_student(task, practice, rng))
+                counts = reference_pool_counts(read_state(arrays), config.algorithm)
+                reported = {name: curriculum.stats().get(name) for name in counts}
+                assert reported == counts, (
+                    f"episode {episode}, refresh every {refresh_interval} completions, eviction percentile "
+                    f"{percentile}: stats() reports the pool as {reported}, by the rules for its state now {counts}, "
+                    f"seed {scenario_seed}")
+        finally:
+            curriculum.close()
+
+
 def test_a_full_config_memory_keeps_what_the_rules_keep(curriculum_factory, require_capability,
                                                         scenario_seed) -> None:
     """Learning progress's memory of configurations is small and the pool churns through many
