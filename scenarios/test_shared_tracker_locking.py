@@ -779,6 +779,10 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
             f"{LIMITS.change_attempts} completions, seed {scenario_seed}")
         seen_stats, seen = tracker.task_stats(slot, task_id), tracker.snapshot()
         seen_ids = [tracker.task_id_at(s) for s in range(tracker.capacity)]
+        pool_ids = [task.task_id for task in curriculum.active_tasks()]
+        assert pool_ids == committed_ids, (
+            f"active_tasks() listed the pool as {pool_ids} while a writer held an open update; committed: "
+            f"{committed_ids}, seed {scenario_seed}")
         seen_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
         assert seen_ids == committed_ids, (
             f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update ("
