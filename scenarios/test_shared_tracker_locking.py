@@ -608,8 +608,8 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
     `go` was set). `through_curriculum`: the completions go through `update_task_performance`,
     so the algorithm writes its own arrays too, all in the one open update. `checkpoint`
     ("restore"): the update is `load_state(checkpoint)`, which rewrites every array. `changed`
-    ("evict", "advance", "master"): completions through the curriculum until one evicts a task
-    (its statistics go to the memory of configurations, a new task comes in), advances the
+    ("evict", "advance", "master"): completions through the curriculum until two evict a task
+    (their statistics go to the memory of configurations, new tasks come in), one advances the
     stage (a new pool) or masters a configuration (learning progress clears the memory's
     stagnant verdicts), then 1 in `changed`. `late_task` ("late"): the one completion of a task
     that left the pool (it writes only the late count). `attached`: the writer is a handle this
@@ -628,9 +628,11 @@ def _write_then_hang(curriculum, slot: int, rows: str, ready, seconds: float, go
         elif checkpoint is not None:
             curriculum.load_state(checkpoint)
         else:
-            before = _changes(curriculum, rows)
+            seen = [_changes(curriculum, rows)]
             for _ in range(LIMITS.change_attempts):
-                if _changes(curriculum, rows) != before:
+                if _changes(curriculum, rows) != seen[-1]:
+                    seen.append(_changes(curriculum, rows))
+                if len(seen) > CHANGES_PER_UPDATE.get(rows, 1):
                     changed.value = 1
                     break
                 # (scored as in the evicting history; perfect scores advance and master)
@@ -698,6 +700,9 @@ def _changes(curriculum, rows: str) -> Any:
 
 #: What each update that goes on until it changes something changes, for messages.
 CHANGES = {"evict": "eviction", "advance": "stage advance", "master": "mastery of a configuration"}
+#: How many such changes the open update makes: two evictions write the memory of
+#: configurations twice in one transaction (its pre-image must stay the one from before both).
+CHANGES_PER_UPDATE = {"evict": 2}
 
 #: (committed history, what the stuck update writes): see the test
 STUCK_UPDATES = [(history, rows) for history in ("uniform", "evicting", "staged") for rows in ("few", "all", "restore")]
@@ -718,8 +723,8 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
     the rollback as committed. `staged`: a window of recent scores as long as the pool, written
     at its own position, not by slot. "restore": the open update is a checkpoint restore
     (`load_state` of a checkpoint taken halfway through the history), which rewrites every
-    array; "evict": completions through the curriculum until one evicts a task, whose
-    statistics go to the memory of configurations; "master": perfect scores on learnable tasks
+    array; "evict": completions through the curriculum until two evicted a task, whose
+    statistics go to the memory of configurations (written twice in one transaction); "master": perfect scores on learnable tasks
     until a configuration is mastered, which clears the stagnant verdicts that history left in
     that memory; "advance": perfect scores until the stage advances (history scores stay below
     its threshold), which refills the whole pool; "late": one completion of a task an eviction
