@@ -306,6 +306,37 @@ def test_a_forked_copy_of_a_local_curriculum_refuses_to_record(uses_builtin_curr
         f"{scenario_seed}")
 
 
+def test_a_forked_copy_of_a_shared_curriculum_records(curriculum_factory, require_capability,
+                                                     scenario_seed) -> None:
+    """The mirror image: a shared-memory curriculum forked into a worker is the same curriculum
+    there, however the parent came to hold it (built, unpickled, deep-copied: a copy kept to
+    branch a run, a curriculum loaded from a pickle) and however the worker goes on holding it.
+    Every worker's completion is recorded, and the parent sees each."""
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
+    curriculum = curriculum_factory(staged_config(scenario_seed), shared_memory=True)
+    held_here = {"built": curriculum, "unpickled": pickle.loads(pickle.dumps(curriculum)),
+                 "deep-copied": copy.deepcopy(curriculum)}
+    context = mp.get_context("fork")
+    answers = {}
+    try:
+        for how, parents in held_here.items():
+            for held in _IN_WORKER:
+                here, there = context.Pipe()
+                child = context.Process(target=_record_in_child, args=(parents, there, held))
+                child.start()
+                answers[f"{how}, {held} in the worker"] = here.recv() if here.poll(30) else "no answer"
+                child.join(timeout=30)
+        recorded = curriculum.stats()["total_completions"]
+        assert answers == dict.fromkeys(answers, None) and recorded == len(answers), (
+            f"forked copies of a shared curriculum answered a completion with {answers} (how the parent held it: "
+            f"what the copy raised; None: recorded), and the parent saw {recorded} of {len(answers)} completions, "
+            f"seed {scenario_seed}")
+    finally:
+        for copied in held_here.values():
+            getattr(copied, "close", lambda: None)()
+
+
 class _PublishedWhileRead(StageBroadcast):
     """A broadcast whose main process publishes the next state just as a worker finished reading
     the current one (the window between a worker's read and its next draw)."""
