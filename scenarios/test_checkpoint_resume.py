@@ -151,6 +151,22 @@ def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle,
     return original, resumed, after
 
 
+def _restored(curriculum_factory, config, original, what: str, seed: int) -> Any:
+    """A fresh curriculum of `config` that loaded a checkpoint of `original` (through JSON):
+    the checkpoint must load, and the restored curriculum report what `original` does."""
+    saved, reported = json.loads(json.dumps(original.get_state())), _reported(original)
+    resumed = curriculum_factory(config)
+    try:
+        resumed.load_state(saved)
+    except Exception as error:  # noqa: BLE001 - reported below
+        pytest.fail(f"{what}: the checkpoint was refused by the curriculum that saved it: "
+                    f"{type(error).__name__}: {error}, seed {seed}")
+    restored = _reported(resumed)
+    differ = {key: (value, restored.get(key)) for key, value in reported.items() if restored.get(key) != value}
+    assert not differ, f"{what}: restored, the curriculum reports other numbers: {differ}, seed {seed}"
+    return resumed
+
+
 def test_resumed_run_matches_uninterrupted_run(curriculum_factory, require_capability, scenario_seed, golden,
                                                oracle) -> None:
     def config(space):
@@ -218,16 +234,8 @@ def test_a_pool_of_more_labels_than_are_tracked_resumes_as_the_uninterrupted_run
     seen = len({task.label for task in original.active_tasks()}) if hasattr(original, "active_tasks") else labels
     assert seen > LIMITS.many_labels_pool // 2, (
         f"many labels: the pool holds {seen} distinct labels, expected over {LIMITS.many_labels_pool // 2}")
-    saved = json.loads(json.dumps(original.get_state()))
-    resumed = curriculum_factory(config)
-    try:
-        resumed.load_state(saved)
-    except Exception as error:  # noqa: BLE001 - reported below
-        pytest.fail(f"many labels: the checkpoint of a pool holding {seen} labels was refused by the curriculum that "
-                    f"saved it: {type(error).__name__}: {error}, seed {scenario_seed}")
-    reported, restored = _reported(original), _reported(resumed)
-    differ = {key: (value, restored.get(key)) for key, value in reported.items() if restored.get(key) != value}
-    assert not differ, f"many labels: restored, the curriculum reports other numbers: {differ}, seed {scenario_seed}"
+    resumed = _restored(curriculum_factory, config, original, f"many labels, a pool holding {seen} labels",
+                        scenario_seed)
     after = play(original, LIMITS.episodes_after), play(resumed, LIMITS.episodes_after)
     diverged = next((i for i, (a, b) in enumerate(zip(*after)) if a != b), None)
     assert diverged is None, (
@@ -262,17 +270,8 @@ def test_a_run_of_the_most_variable_scores_resumes_from_every_checkpoint(curricu
     resumed, played, trace = curriculum_factory(config), {}, []
     for episode in range(0, LIMITS.extreme_episodes, LIMITS.extreme_every):
         if episode:
-            saved, reported = json.loads(json.dumps(resumed.get_state())), _reported(resumed)
-            resumed = curriculum_factory(config)
-            try:
-                resumed.load_state(saved)
-            except Exception as error:  # noqa: BLE001 - reported below
-                pytest.fail(f"coin flips after a perfect warm-up: the checkpoint after {episode} episodes was refused "
-                            f"by the curriculum that saved it: {type(error).__name__}: {error}, seed {scenario_seed}")
-            restored = _reported(resumed)
-            differ = {key: (value, restored.get(key)) for key, value in reported.items() if restored.get(key) != value}
-            assert not differ, (f"coin flips: restored after {episode} episodes, the curriculum reports other numbers: "
-                                f"{differ}, seed {scenario_seed}")
+            resumed = _restored(curriculum_factory, config, resumed,
+                                f"coin flips after a perfect warm-up, checkpoint after {episode} episodes", scenario_seed)
         trace += play(resumed, played, LIMITS.extreme_every)
     diverged = next((i for i, (a, b) in enumerate(zip(uninterrupted, trace)) if a != b), None)
     assert diverged is None, (

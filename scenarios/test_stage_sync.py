@@ -261,6 +261,17 @@ def _record_in_child(curriculum, conn, held: str) -> None:
         conn.send(None)
 
 
+def _answer_of_forked(parents, held: str) -> str | None:
+    """What a forked child answered to one completion through its copy of `parents`, held as
+    `held` (`_record_in_child`)."""
+    here, there = mp.get_context("fork").Pipe()
+    child = mp.get_context("fork").Process(target=_record_in_child, args=(parents, there, held))
+    child.start()
+    answer = here.recv() if here.poll(30) else "no answer"
+    child.join(timeout=30)
+    return answer
+
+
 def _copies(curriculum, config: CurriculumConfig) -> dict[str, Any]:
     """The same local curriculum as a process holds it: built, unpickled, restored from a checkpoint."""
     restored = type(curriculum)(config)
@@ -278,15 +289,10 @@ def test_a_forked_copy_of_a_local_curriculum_refuses_to_record(uses_builtin_curr
     require_capability(uses_builtin_curriculum, "WorkerCopyError is the built-in curriculum's guard")
     config = staged_config(scenario_seed)
     curriculum = curriculum_factory(config)
-    context = mp.get_context("fork")
     answers = {}
     for how, parents in _copies(curriculum, config).items():
         for held in _IN_WORKER:
-            here, there = context.Pipe()
-            child = context.Process(target=_record_in_child, args=(parents, there, held))
-            child.start()
-            answers[f"{how}, {held} in the worker"] = here.recv() if here.poll(30) else "no answer"
-            child.join(timeout=30)
+            answers[f"{how}, {held} in the worker"] = _answer_of_forked(parents, held)
             assert parents.stats()["total_completions"] == 0, (
                 f"a {how} curriculum's forked copy ({held} in the worker) recorded into the parent's, seed "
                 f"{scenario_seed}")
@@ -317,16 +323,9 @@ def test_a_forked_copy_of_a_shared_curriculum_records(curriculum_factory, requir
     curriculum = curriculum_factory(staged_config(scenario_seed), shared_memory=True)
     held_here = {"built": curriculum, "unpickled": pickle.loads(pickle.dumps(curriculum)),
                  "deep-copied": copy.deepcopy(curriculum)}
-    context = mp.get_context("fork")
-    answers = {}
     try:
-        for how, parents in held_here.items():
-            for held in _IN_WORKER:
-                here, there = context.Pipe()
-                child = context.Process(target=_record_in_child, args=(parents, there, held))
-                child.start()
-                answers[f"{how}, {held} in the worker"] = here.recv() if here.poll(30) else "no answer"
-                child.join(timeout=30)
+        answers = {f"{how}, {held} in the worker": _answer_of_forked(parents, held)
+                   for how, parents in held_here.items() for held in _IN_WORKER}
         recorded = curriculum.stats()["total_completions"]
         assert answers == dict.fromkeys(answers, None) and recorded == len(answers), (
             f"forked copies of a shared curriculum answered a completion with {answers} (how the parent held it: "
