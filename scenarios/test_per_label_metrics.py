@@ -106,13 +106,16 @@ def test_per_label_counters_are_exact_and_lp_is_reported(curriculum_factory, cur
 
 
 def _sparse_distributions(seed: int, count: int) -> list[list[float]]:
-    """Sample counts or probabilities of 1-64 entries: some zero, some tied, scaled 1e-6 to 1e6."""
+    """Sample counts or probabilities of 1-64 entries: some zero, some tied, scaled 1e-6 to 1e6;
+    in some, negative entries (scores passed to the metrics: documented as counting as 0)."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(count):
         n = int(rng.integers(1, 65))
         values = rng.choice([1.0, 2.0, rng.random()], size=n) if rng.random() < 0.3 else rng.random(n)
         values[rng.random(n) < rng.random()] = 0.0  # a random share of entries never sampled
+        if rng.random() < 0.2:
+            values[rng.random(n) < 0.3] *= -1.0
         out.append((values * 10.0 ** rng.integers(-6, 7)).tolist())
     return out
 
