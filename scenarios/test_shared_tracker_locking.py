@@ -1057,6 +1057,42 @@ def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, req
     assert not held, f"after close() the process still holds {held}, seed {scenario_seed}"
 
 
+def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factory, require_capability,
+                                                               scenario_seed) -> None:
+    """`close()` is idempotent (documented): a second call, and a `with` block left after it,
+    raise nothing. An update through the closed curriculum is refused with a named curriculum
+    error, and leaves alone a curriculum created after it (which may have been given the closed
+    one's descriptor numbers): that one's next update goes through at once."""
+    closed = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    task = closed.get_task()
+    closed.close()
+
+    def leave_a_with_block() -> None:
+        with closed:
+            pass
+
+    for again in (closed.close, leave_a_with_block):
+        try:
+            again()
+        except Exception as error:  # noqa: BLE001 - reported below
+            pytest.fail(f"close() is documented as idempotent, but after close(), {again.__name__} raised "
+                        f"{type(error).__name__}: {error}, seed {scenario_seed}")
+    later = _shared_curriculum(curriculum_factory, require_capability, scenario_seed + 1, pool=4,
+                               lock_timeout=LIMITS.lock_timeout)
+    try:
+        refused = _update_error(closed, task.task_id)
+        assert isinstance(refused, CurriculumError), (
+            f"an update through a closed curriculum raised {refused!r}; expected a named CurriculumError, seed "
+            f"{scenario_seed}")
+        started = time.monotonic()
+        error = _update_error(later, later.get_task().task_id)
+        assert error is None, (
+            f"after an update through a closed curriculum, one created later could not update: {error!r} after "
+            f"{time.monotonic() - started:.1f} s (the closed one took its lock), seed {scenario_seed}")
+    finally:
+        later.close()
+
+
 def _create_and_vanish(config: CurriculumConfig, conn) -> None:
     """Create a shared curriculum, wait for the word, and die without closing it (a crashed
     creator). Creating a tracker removes orphans, so every creator is made before any dies."""
