@@ -133,6 +133,7 @@ class CheckpointLimits:
     extreme_every: int = 100
     """That run is checkpointed (and restored into a fresh curriculum) every so many episodes."""
     extreme_pool: int = 16
+    """Its pool."""
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()
@@ -449,16 +450,16 @@ class EnvWrapperLimits:
     """Share of those episodes after which the learned tasks are forgotten (lost ground counts)."""
     rules_episodes: int = 2500
     rules_stats_every: int = 8
+    """Episodes between two comparisons of `stats()`'s pool counts with the rules (stats() takes
+    as long as a completion and a refresh together)."""
+    """Episodes of the run whose every completion and refresh is held to the documented rules of
+    learning progress."""
     counts_refresh_intervals: tuple[int, ...] = (5, 16)
     """Completions between refreshes in the check of the pool counts `stats()` reports (the
     documented-rules check reads them at a refresh every completion)."""
     counts_eviction_percentiles: tuple[float, ...] = (0.0, 50.0, 100.0)
     counts_episodes: int = 400
     """Episodes of that check per setting, the counts compared after each."""
-    """Episodes between two comparisons of `stats()`'s pool counts with the rules (stats() takes
-    as long as a completion and a refresh together)."""
-    """Episodes of the run whose every completion and refresh is held to the documented rules of
-    learning progress."""
     handles: int = 4
     handles_refresh_interval: int = 64
     """Handles of one shared pool in the eviction check, and their refresh interval (long: a
