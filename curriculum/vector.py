@@ -458,11 +458,12 @@ class SharedCurriculumVecEnv:
                 self._fail_stuck(worker)
 
     def _fail_stuck(self, stuck: int | None = None) -> None:
-        # the first waiting worker that has not arrived: still in its step, or done with it and
-        # flagged infos that never reached its pipe (stopped while sending them)
+        # the waiting worker asked longest ago that has not arrived: still in its step, or done
+        # with it and flagged infos that never reached its pipe (stopped while sending them)
         vecenv = self.vecenv
         if stuck is None:
-            stuck = next((i for i in vecenv.waiting_workers if not _arrived(vecenv, i)), None)
+            late = [i for i in vecenv.waiting_workers if not _arrived(vecenv, i)]
+            stuck = min(late, key=self._asked_at.__getitem__, default=None)
         if stuck is None:  # every waiting worker arrived while we looked: name them all
             self._fail(f"Vectorized workers {sorted(vecenv.waiting_workers)} did not deliver a batch within "
                        f"worker_timeout={self.worker_timeout} s")
@@ -496,23 +497,40 @@ def _workers_idle(vecenv: Any) -> bool:
 
 
 def _batch_ready(vecenv: Any) -> bool:
-    """Whether pufferlib's `Multiprocessing.recv()` would return a batch now.
+    """Whether pufferlib's `Multiprocessing.recv()` would return a batch now, without blocking.
 
-    Mirrors its selection: with `sync_traj` it takes waiting workers strictly in order; the
-    batch is every worker (`batch_size == num_envs`), any one worker, the first complete
-    contiguous block (`zero_copy`) or any `workers_per_batch` workers.
+    Walks the waiting workers as its loop does: with `sync_traj` strictly in order, stopping at
+    the first that is not done; otherwise round the list, passing over those not done. Each done
+    worker joins the ready ones (its infos read from its pipe) and after each the batch is
+    checked: every worker (`batch_size == num_envs`), any one worker, the first complete
+    contiguous block (`zero_copy`) or any `workers_per_batch` workers. A done worker reached
+    before the batch is complete whose infos are flagged but not in its pipe (stopped while
+    sending them) would block that read for good, so the batch is not ready: the caller's
+    `worker_timeout` names it instead.
     """
-    ready = list(vecenv.ready_workers)
-    if vecenv.sync_traj:
-        for worker in vecenv.waiting_workers:
+    semaphores = vecenv.buf["semaphores"]
+    waiting, ready = list(vecenv.waiting_workers), list(vecenv.ready_workers)
+    for _ in range(len(waiting)):
+        worker = waiting.pop(0)
+        if semaphores[worker] >= pufferlib.vector.MAIN:
             if not _arrived(vecenv, worker):
-                break
+                return False
             ready.append(worker)
-    else:
-        ready.extend(worker for worker in vecenv.waiting_workers if _arrived(vecenv, worker))
+        elif vecenv.sync_traj:  # (pufferlib looks at this worker again until it is done)
+            return _batch_complete(vecenv, ready)
+        else:
+            waiting.append(worker)
+        if _batch_complete(vecenv, ready):
+            return True
+    return False
+
+
+def _batch_complete(vecenv: Any, ready: list[int]) -> bool:
     per_batch, num_workers = vecenv.workers_per_batch, vecenv.num_workers
+    if not ready:
+        return False
     if per_batch == 1:
-        return bool(ready)
+        return True
     if per_batch == num_workers:
         return len(ready) >= num_workers
     if vecenv.zero_copy:

@@ -10,7 +10,8 @@ pufferlib Multiprocessing, four envs on two worker processes sharing one curricu
 four stepped in asynchronous batches of two (a batch is a block of two workers, one of which
 may have answered while the other is dead; or any two workers that are done, so the survivors
 keep every batch ready and nothing ever waits on the dead one): after some steps one worker is killed (SIGKILL)
-or frozen (SIGSTOP, with `worker_timeout`). The
+or frozen (SIGSTOP, with `worker_timeout`), also at the worst moment: after it flagged a
+step's infos and before they reached its pipe, the read that would wait for good. The
 next steps (or, after a kill, a `reset()` and the steps after it) must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
 seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
 every worker must be stopped (by SIGTERM, where it can end so: a frozen one is continued first),
@@ -42,8 +43,32 @@ from harness.episodes import LabelledTaskGenerator
 from harness.thresholds import WORKER_FAILURES as LIMITS
 
 
+_STOP_WHILE_SENDING = mp.RawValue("i", 0)
+"""The pid of the worker to stop while it sends its next step's infos (0: none); forked
+workers share it."""
+
+
+class _StopsWhenPickled:
+    """An info value whose pickling (in the worker, sending its infos) stops that worker."""
+
+    def __reduce__(self):
+        os.kill(os.getpid(), signal.SIGSTOP)
+        return (str, ())
+
+
+class _StopsWhileSendingInfos(ExactAccountingEnv):
+    """Adds `_StopsWhenPickled` to a step's infos in the worker named by `_STOP_WHILE_SENDING`."""
+
+    def step(self, actions):
+        observations, rewards, terminals, truncations, infos = super().step(actions)
+        if _STOP_WHILE_SENDING.value == os.getpid():
+            _STOP_WHILE_SENDING.value = 0
+            infos = [*infos, {"stops_when_pickled": _StopsWhenPickled()}]
+        return observations, rewards, terminals, truncations, infos
+
+
 def _env(buf=None, seed=0):
-    return ExactAccountingEnv(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
+    return _StopsWhileSendingInfos(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
 
 
 def _config(seed: int) -> CurriculumConfig:
@@ -95,8 +120,9 @@ STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 
 
 #: what the trainer calls next: a step, or (killed workers only: a frozen one is the same wait)
-#: a reset, which must not wait for the steps still running on a dead worker either
-FAULTS = [("killed", "step"), ("stopped", "step"), ("killed", "reset")]
+#: a reset, which must not wait for the steps still running on a dead worker either;
+#: "stopped_sending": stopped in its next step, with its infos flagged and not sent
+FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), ("killed", "reset")]
 
 
 @pytest.mark.parametrize("layout", list(LAYOUTS))
@@ -106,7 +132,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
-    options = {"worker_timeout": LIMITS.worker_timeout} if fault == "stopped" else {}
+    options = {"worker_timeout": LIMITS.worker_timeout} if fault.startswith("stopped") else {}
     vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared",
                                     num_envs=LIMITS.num_envs, overwork=True, seed=scenario_seed,
                                     **LAYOUTS[layout], **options)
@@ -120,7 +146,10 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
         before = _steps_until_error(vecenv, LIMITS.steps_before, seen)
         assert "error" not in before and "hung" not in before, (
             f"the vecenv failed before any fault: {before}, seed {scenario_seed}")
-        os.kill(processes[victim].pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
+        if fault == "stopped_sending":
+            _STOP_WHILE_SENDING.value = processes[victim].pid
+        else:
+            os.kill(processes[victim].pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
         struck = time.monotonic()
         steps_after = STEPS_AFTER.get(layout, LIMITS.steps_after)
         after = _steps_until_error(vecenv, steps_after, seen, reset_first=then == "reset",
@@ -155,6 +184,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"worker {victim} {fault}: the main process saw {seen[0]} completions reported, the curriculum holds "
             f"{recorded}, seed {scenario_seed}")
     finally:
+        _STOP_WHILE_SENDING.value = 0
         for process in processes:
             if process.exitcode is None:
                 os.kill(process.pid, signal.SIGKILL)

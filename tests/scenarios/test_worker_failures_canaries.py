@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from curriculum import Curriculum
+from curriculum import vector as vector_module
 from curriculum.vector import SharedCurriculumVecEnv
 
 _PATH = Path(__file__).resolve().parents[2] / "scenarios" / "test_worker_failures.py"
@@ -58,3 +59,19 @@ def test_the_suite_fails_on_a_vector_blind_to_failures(fault: str, then: str, bl
             _run(fault, then)
     finally:
         blinded.clear()
+
+
+def test_the_suite_fails_on_a_vector_that_counts_a_batch_it_cannot_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A vector that takes any two arrived workers as a ready batch, while pufferlib's loop reads
+    the pipe of every done worker it passes first: a worker stopped with its infos flagged and
+    not sent blocks that read, and the suite reports the hang at its deadline (the suite's
+    clean-up kills the worker, which ends the read)."""
+
+    def any_two_arrived(vecenv: Any) -> bool:
+        arrived = [w for w in vecenv.waiting_workers if vector_module._arrived(vecenv, w)]
+        return len(vecenv.ready_workers) + len(arrived) >= vecenv.workers_per_batch
+
+    monkeypatch.setattr(vector_module, "_batch_ready", any_two_arrived)
+    monkeypatch.setattr(suite, "LIMITS", dataclasses.replace(suite.LIMITS, deadline=3.0))
+    with pytest.raises(AssertionError, match="stopped_sending, then step\\(\\): the vecenv was still waiting"):
+        _run("stopped_sending", "step", "async-any")
