@@ -21,6 +21,7 @@ from curriculum.config import (
 )
 from curriculum.curriculum import Curriculum
 from curriculum.errors import (
+    CurriculumClosedError,
     CurriculumConfigError,
     CurriculumError,
     CurriculumStateError,
@@ -109,6 +110,7 @@ __all__ = [
     "LockTimeoutError",
     "SharedTrackerError",
     "WorkerCopyError",
+    "CurriculumClosedError",
     "EnvContractError",
     "AgentCountError",
     "EpisodeNotStartedError",

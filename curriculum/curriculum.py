@@ -25,6 +25,7 @@ from curriculum.algorithms.learning_progress import STATE_FIELDS
 from curriculum.algorithms.staged import STAGE_COUNTERS
 from curriculum.config import MAX_COUNT, CurriculumConfig, LearningProgressConfig, StagedProgressionConfig
 from curriculum.errors import (
+    CurriculumClosedError,
     CurriculumConfigError,
     CurriculumStateError,
     InvalidScoreError,
@@ -268,6 +269,7 @@ class Curriculum:
 
     def _refresh(self) -> None:
         """Rescore the pool, redraw the next batch of slots, shortlist evictions. O(n), amortised."""
+        self._check_open("get_task")  # (a closed curriculum's `get_task()` always comes here)
         # Ids are read before the statistics: a slot another process refills in between shows
         # the new task's (ineligible) statistics, so the new task is never shortlisted.
         task_ids = self._task_ids.copy() if self._evicts else None
@@ -307,6 +309,7 @@ class Curriculum:
         """Give this handle its own sampling stream (one per worker), derived from the config seed."""
         if not isinstance(seed, Integral) or isinstance(seed, bool) or seed < 0:
             raise CurriculumConfigError(f"Expected `seed` to be an integer >= 0, received {seed!r}")
+        self._check_open("reseed")
         self._rng = np.random.Generator(np.random.PCG64(np.random.SeedSequence([self.config.seed, int(seed)])))
         self._refresh()
 
@@ -324,11 +327,13 @@ class Curriculum:
     @property
     def stage(self) -> int | None:
         """Current stage index for staged progression, else None."""
+        self._check_open("stage")
         algo = self._algorithm
         return algo.stage if isinstance(algo, StagedProgressionAlgorithm) else None
 
     def sync_state(self) -> dict[str, int]:
         """What a worker copy needs to follow this curriculum's stage (centralized tracking)."""
+        self._check_open("sync_state")
         algo = self._algorithm
         if not isinstance(algo, StagedProgressionAlgorithm):
             raise CurriculumConfigError(
@@ -344,6 +349,7 @@ class Curriculum:
         outside the stages, or a change count that no sequence of one-stage steps from stage 0
         reaches (fewer changes than the stage, or the other parity).
         """
+        self._check_open("apply_sync_state")
         algo = self._algorithm
         if not isinstance(algo, StagedProgressionAlgorithm):
             raise CurriculumConfigError(
@@ -392,6 +398,7 @@ class Curriculum:
 
     def active_tasks(self) -> list[CurriculumTask]:
         """Every task in the pool now (builds the ones never handed out)."""
+        self._check_open("active_tasks")
         tasks = []
         for slot in range(self._capacity):
             task_id = self._task_id_at(slot)
@@ -403,14 +410,17 @@ class Curriculum:
 
     def sampling_probabilities(self) -> np.ndarray:
         """The distribution the current batch of draws came from (copy)."""
+        self._check_open("sampling_probabilities")
         return self._probabilities.copy()
 
     def task_scores(self) -> np.ndarray:
         """The algorithm's per-slot score now (LP for learning progress)."""
+        self._check_open("task_scores")
         return self._algorithm.scores()
 
     def stats(self) -> dict[str, Any]:
         """Pool-wide numbers for logging: counts, Gini coefficients, entropy, per-label LP."""
+        self._check_open("stats")
         tracker = self._tracker
         scores = self._algorithm.scores()
         completions = tracker.completions.copy()
@@ -437,6 +447,7 @@ class Curriculum:
     # ---- checkpointing -----------------------------------------------------------------------
     def get_state(self) -> dict[str, Any]:
         """A JSON-able snapshot; `load_state` on a same-config curriculum continues identically."""
+        self._check_open("get_state")
         arrays = self._tracker.snapshot()  # one moment of a shared tracker, even under writers
         return {
             "format": STATE_FORMAT,
@@ -455,6 +466,7 @@ class Curriculum:
 
     def load_state(self, state: dict[str, Any]) -> None:
         """Restore a `get_state` snapshot; validates all of it before changing anything."""
+        self._check_open("load_state")
         self._apply_state(self._check_state(state), write_arrays=True)
 
     def _apply_state(self, checked: dict[str, Any], *, write_arrays: bool) -> None:
@@ -597,11 +609,20 @@ class Curriculum:
 
     # ---- lifetime ----------------------------------------------------------------------------
     def close(self) -> None:
-        """Release the tracker (the creator of a shared curriculum unlinks its memory); idempotent."""
+        """Release the tracker (the creator of a shared curriculum unlinks its memory); idempotent.
+
+        Every later call but `close()` raises `CurriculumClosedError`.
+        """
         self._tasks = [None] * self._capacity
         self._task_ids = None
         self._algorithm = None
+        self._draws, self._draw_pos = [], 0  # the next `get_task()` refreshes, which refuses
+        self._lock = _CLOSED_LOCK  # the next update takes the lock, which refuses
         self._tracker.close()
+
+    def _check_open(self, call: str) -> None:
+        if self._algorithm is None:
+            raise CurriculumClosedError(f"{call} called on a closed curriculum; create or attach a new one")
 
     def __enter__(self) -> Curriculum:
         return self
@@ -633,6 +654,20 @@ class Curriculum:
             # starts up would overwrite completions other workers recorded meanwhile.
             local["arrays"] = {k: v.tolist() for k, v in self._tracker.snapshot().items()}
         self._apply_state(self._check_state(local), write_arrays=not backend.is_shared)
+
+
+class _ClosedLock:
+    """The lock of a closed curriculum: taking it refuses (its update would touch freed state)."""
+
+    __slots__ = ()
+
+    def acquire(self) -> None:
+        raise CurriculumClosedError("update_task_performance called on a closed curriculum; create or attach a new one")
+
+    __enter__ = acquire
+
+
+_CLOSED_LOCK = _ClosedLock()
 
 
 def _algorithm_value_bounds(config: CurriculumConfig) -> dict[str, tuple[float, float]]:

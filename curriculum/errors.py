@@ -15,6 +15,7 @@ __all__ = [
     "LockTimeoutError",
     "SharedTrackerError",
     "WorkerCopyError",
+    "CurriculumClosedError",
     "EnvContractError",
     "AgentCountError",
     "EpisodeNotStartedError",
@@ -58,6 +59,11 @@ class SharedTrackerError(CurriculumError, RuntimeError):
 
 class WorkerCopyError(CurriculumError, RuntimeError):
     """A private per-process copy of a local curriculum was asked to record a completion."""
+
+
+class CurriculumClosedError(CurriculumError, RuntimeError):
+    """A curriculum (or its shared tracker's lock) was used after `close()`; only `close()`
+    may be called again."""
 
 
 class EnvContractError(CurriculumError, TypeError):

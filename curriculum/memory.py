@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from curriculum.errors import CurriculumConfigError, CurriculumError, LockTimeoutError, SharedTrackerError
+from curriculum.errors import CurriculumClosedError, CurriculumConfigError, LockTimeoutError, SharedTrackerError
 
 __all__ = [
     "Layout",
@@ -401,7 +401,7 @@ class _SegmentLock:
         # An flock belongs to an open file description: each process opens its own, and a
         # forked child drops the one it inherited (see `_after_fork`).
         if self._closed:  # the shared block is unmapped: touching it would segfault
-            raise CurriculumError(f"The shared tracker lock {self.path!r} was closed with its tracker")
+            raise CurriculumClosedError(f"The shared tracker lock {self.path!r} was closed with its tracker")
         self._fd = os.open(f"/proc/self/fd/{self._backend._segment.fd}", os.O_RDWR | os.O_CLOEXEC)
         return self._fd
 

@@ -407,8 +407,13 @@ def test_a_checkpoint_taken_while_a_worker_records_is_of_one_moment(curriculum_f
 
 def _update_error(curriculum, task_id: int) -> BaseException | None:
     """The exception an update raised, or None if it went through."""
+    return _call_error(curriculum.update_task_performance, task_id, 0.5)
+
+
+def _call_error(call, *args) -> BaseException | None:
+    """The exception `call(*args)` raised, or None if it went through."""
     try:
-        curriculum.update_task_performance(task_id, 0.5)
+        call(*args)
     except Exception as error:  # returned to the caller, which asserts on its type and message
         return error
     return None
@@ -1060,9 +1065,9 @@ def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, req
 def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factory, require_capability,
                                                                scenario_seed) -> None:
     """`close()` is idempotent (documented): a second call, and a `with` block left after it,
-    raise nothing. An update through the closed curriculum is refused with a named curriculum
-    error, and leaves alone a curriculum created after it (which may have been given the closed
-    one's descriptor numbers): that one's next update goes through at once."""
+    raise nothing. An update, a draw and the stats through the closed curriculum are refused
+    with a named curriculum error, and leave alone a curriculum created after it (which may have
+    been given the closed one's descriptor numbers): that one's next update goes through at once."""
     closed = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
     task = closed.get_task()
     closed.close()
@@ -1080,10 +1085,11 @@ def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factor
     later = _shared_curriculum(curriculum_factory, require_capability, scenario_seed + 1, pool=4,
                                lock_timeout=LIMITS.lock_timeout)
     try:
-        refused = _update_error(closed, task.task_id)
-        assert isinstance(refused, CurriculumError), (
-            f"an update through a closed curriculum raised {refused!r}; expected a named CurriculumError, seed "
-            f"{scenario_seed}")
+        for call, refused in (("an update", _update_error(closed, task.task_id)),
+                              ("get_task()", _call_error(closed.get_task)), ("stats()", _call_error(closed.stats))):
+            assert isinstance(refused, CurriculumError), (
+                f"{call} through a closed curriculum raised {refused!r}; expected a named CurriculumError, seed "
+                f"{scenario_seed}")
         started = time.monotonic()
         error = _update_error(later, later.get_task().task_id)
         assert error is None, (

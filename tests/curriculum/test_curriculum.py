@@ -22,6 +22,7 @@ from helpers import drive, exact, lp_config, mixed_generator, staged_config, stu
 
 from curriculum import (
     Curriculum,
+    CurriculumClosedError,
     CurriculumConfigError,
     CurriculumStateError,
     InvalidScoreError,
@@ -728,3 +729,34 @@ def test_the_algorithm_sees_scores_normalised_into_the_unit_range() -> None:
     assert np.allclose(scaled_state["arrays"]["lp_state"], unit_state["arrays"]["lp_state"], rtol=1e-12, atol=1e-15)
     assert scaled_state["draws"] == unit_state["draws"] and scaled_state["samples"] == unit_state["samples"]
     assert np.allclose(np.array(scaled_state["arrays"]["score_sum"]) / 1e200, unit_state["arrays"]["score_sum"])
+
+
+# ---- after close() ---------------------------------------------------------------------------
+AFTER_CLOSE: dict[str, Callable[[Curriculum, int], Any]] = {
+    "get_task": lambda c, task_id: c.get_task(),
+    "update_task_performance": lambda c, task_id: c.update_task_performance(task_id, 0.5),
+    "stats": lambda c, task_id: c.stats(),
+    "active_tasks": lambda c, task_id: c.active_tasks(),
+    "sampling_probabilities": lambda c, task_id: c.sampling_probabilities(),
+    "task_scores": lambda c, task_id: c.task_scores(),
+    "get_state": lambda c, task_id: c.get_state(),
+    "load_state": lambda c, task_id: c.load_state({}),
+    "reseed": lambda c, task_id: c.reseed(1),
+    "stage": lambda c, task_id: c.stage,
+    "sync_state": lambda c, task_id: c.sync_state(),
+    "apply_sync_state": lambda c, task_id: c.apply_sync_state({"stage": 0, "stage_changes": 0}),
+}
+
+
+@pytest.mark.parametrize("kind", list(CONFIGS))
+@pytest.mark.parametrize("call", list(AFTER_CLOSE))
+def test_every_call_but_close_on_a_closed_curriculum_is_refused_by_name(kind: str, call: str) -> None:
+    """Mid-draws and with a completion recorded, then closed (twice, and by a `with` block):
+    every call names itself in a `CurriculumClosedError`, never an unrelated error."""
+    curriculum = Curriculum(CONFIGS[kind]())
+    drive(curriculum, 5)
+    task_id = curriculum.get_task().task_id
+    with curriculum:
+        curriculum.close()
+    with pytest.raises(CurriculumClosedError, match=f"^{call} called on a closed curriculum"):
+        AFTER_CLOSE[call](curriculum, task_id)

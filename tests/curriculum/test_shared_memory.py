@@ -193,27 +193,35 @@ def test_a_local_curriculum_copied_within_its_own_process_still_records() -> Non
 
 
 USE_AFTER_CLOSE = textwrap.dedent("""
-    from curriculum import Curriculum, CurriculumError
+    from curriculum import Curriculum, CurriculumClosedError
     from helpers import lp_config
 
     curriculum = Curriculum(lp_config(), shared_memory=True)
     task = curriculum.get_task()
+    lock = curriculum.tracker.lock
     curriculum.close()
-    try:
-        curriculum.update_task_performance(task.task_id, 0.5)
-    except CurriculumError as exc:
-        print(type(exc).__name__, exc)
+    for call in (lambda: curriculum.update_task_performance(task.task_id, 0.5), curriculum.get_task,
+                 curriculum.stats, curriculum.get_state, lock.acquire):
+        try:
+            call()
+        except CurriculumClosedError as exc:
+            print(exc)
 """)
 
 
-def test_recording_into_a_closed_shared_curriculum_raises_instead_of_crashing() -> None:
-    """The shared block is unmapped on close; touching it would kill the process (SIGSEGV)."""
+def test_a_closed_shared_curriculum_refuses_by_name_instead_of_crashing() -> None:
+    """The shared block is unmapped on close; touching it would kill the process (SIGSEGV).
+    The curriculum's calls, and its tracker's lock taken directly, raise instead."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     result = subprocess.run([sys.executable, "-c", USE_AFTER_CLOSE], capture_output=True, text=True, timeout=60,
                             env=env, cwd=HERE)
     assert result.returncode == 0, (result.returncode, result.stderr)
-    assert result.stdout.startswith("CurriculumError The shared tracker lock ")
-    assert result.stdout.rstrip().endswith("was closed with its tracker")
+    lines = result.stdout.splitlines()
+    assert [line.split(" called on")[0] for line in lines[:4]] == [
+        "update_task_performance", "get_task", "stats", "get_state"], lines
+    assert all(line.endswith("called on a closed curriculum; create or attach a new one") for line in lines[:4]), lines
+    assert lines[4:5] and lines[4].startswith("The shared tracker lock ") and lines[4].endswith(
+        "was closed with its tracker"), lines
 
 
 # ---- a writer stopped or killed inside the lock ------------------------------------------------
