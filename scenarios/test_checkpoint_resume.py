@@ -587,7 +587,8 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
 def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple[str, Any]]:
     """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
-    twice in the pool, shares and rates above 1, a stage its stage changes cannot reach."""
+    twice in the pool, shares and rates above 1, a stage its stage changes cannot reach, a slot
+    without completions that holds a score sum or a last score."""
     arrays = state["arrays"]
     edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value)
         ("completions", 0, -1), ("samples", 0, -1), ("draw_pos", None, len(state["draws"]) + 1),
@@ -614,6 +615,12 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
             holder[name][index] = value
             where = f"{name}[{index}]={value!r} (saved {(arrays if name in arrays else state)[name][index]!r})"
         altered.append((where, changed))
+    low, high = config.score_range
+    for kept, cleared in (("score_sum", "last_score"), ("last_score", "score_sum")):  # a score without a completion
+        changed = copy.deepcopy(state)
+        changed["arrays"]["completions"][0] = 0
+        changed["arrays"][kept][0], changed["arrays"][cleared][0] = (low + high) / 2 or high, 0.0
+        altered.append((f"slot 0 never played (0 completions) holding only a {kept}", changed))
     if isinstance(algorithm, StagedProgressionConfig) and len(algorithm.stages) >= 3:  # every change moves one stage
         changed = copy.deepcopy(state)
         counters = changed["arrays"]["stage_counters"]

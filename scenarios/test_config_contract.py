@@ -94,17 +94,18 @@ def _weights(*weights: Any) -> WeightedTaskSetGenerator:
 
 # (what, builder of one value, field read back or None, accepted values, refused values)
 DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tuple[Any, ...]]] = [
-    # learning progress (shares: the other three default to 0.2 + 0.1 + 0.1)
+    # learning progress (shares: exploration 0.05, cold_exploration 0.2, revisit 0.1 and retry 0.1
+    # by default; the last refused value of each makes the four sum to exactly 1)
     ("ema_timescale in [1e-6, 1)", lambda v: _lp(ema_timescale=v), "ema_timescale",
      (1e-6, 0.5, 0.999), (0, 0.0, 1, 1.0, -0.1, 9e-7, *NOT_NUMBERS)),
     ("slow_timescale_factor in (0, 1)", lambda v: _lp(slow_timescale_factor=v), "slow_timescale_factor",
      (1e-9, 0.5, 0.999), (0.0, 1.0, -0.5, *NOT_NUMBERS)),
     ("exploration in [0, 1), shares < 1", lambda v: _lp(exploration=v), "exploration",
-     (0, 0.0, 0.59), (-0.01, 1.0, 0.65, *NOT_NUMBERS)),
+     (0, 0.0, 0.59), (-0.01, 1.0, 0.65, *NOT_NUMBERS, 0.6)),
     ("cold_exploration in [0, 1), shares < 1", lambda v: _lp(cold_exploration=v), "cold_exploration",
-     (0.0, 0.5), (-0.01, 1.0, 0.8, *NOT_NUMBERS)),
-    ("revisit in [0, 1), shares < 1", lambda v: _lp(revisit=v), "revisit", (0.0, 0.5), (-0.01, 1.0, 0.7)),
-    ("retry in [0, 1), shares < 1", lambda v: _lp(retry=v), "retry", (0.0, 0.5), (-0.01, 1.0, 0.7)),
+     (0.0, 0.5, 0.74), (-0.01, 1.0, 0.8, *NOT_NUMBERS, 0.75)),
+    ("revisit in [0, 1), shares < 1", lambda v: _lp(revisit=v), "revisit", (0.0, 0.5, 0.64), (-0.01, 1.0, 0.7, 0.65)),
+    ("retry in [0, 1), shares < 1", lambda v: _lp(retry=v), "retry", (0.0, 0.5, 0.64), (-0.01, 1.0, 0.7, 0.65)),
     ("min_samples_for_lp >= 1", lambda v: _lp(min_samples_for_lp=v), "min_samples_for_lp",
      (1, 5, 1000), (0, -1, *NOT_INTS)),
     ("noise_z >= 0", lambda v: _lp(noise_z=v), "noise_z", (0, 0.0, 3.5), (-0.1, *NOT_NUMBERS)),

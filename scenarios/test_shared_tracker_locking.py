@@ -22,6 +22,7 @@ import os
 import pickle
 import queue as queue_module
 import random
+import shutil
 import signal
 import threading
 import time
@@ -1060,6 +1061,68 @@ def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, req
         curriculum.close()
     held = _held_here(paths)
     assert not held, f"after close() the process still holds {held}, seed {scenario_seed}"
+
+
+#: What `attach` finds under a tracker's name that it must refuse (the shared tracker's documented
+#: refusals: missing, not a tracker, writable by others, reached through a symbolic link), each
+#: made from the live tracker's file at `live` into `path`.
+_UNTRUSTED_BLOCKS: dict[str, Any] = {
+    "no block of that name": lambda live, path: None,
+    "a symbolic link to a live tracker": lambda live, path: os.symlink(live, path),
+    "a copy of a live tracker that others can write": lambda live, path: (shutil.copyfile(live, path),
+                                                                          os.chmod(path, 0o662)),
+    "a copy of a live tracker cut to half its size": lambda live, path: (
+        shutil.copyfile(live, path), os.chmod(path, 0o600), os.truncate(path, os.path.getsize(live) // 2)),
+    "a file of the live tracker's size that is not a tracker": lambda live, path: (
+        Path(path).write_bytes(bytes(range(256)) * (os.path.getsize(live) // 256 + 1)), os.chmod(path, 0o600)),
+    "a named pipe": lambda live, path: os.mkfifo(path, 0o600),
+    "a directory": lambda live, path: os.mkdir(path, 0o700),
+}
+
+
+@pytest.mark.parametrize("block", list(_UNTRUSTED_BLOCKS))
+def test_attach_refuses_a_block_it_cannot_trust_by_name(curriculum_factory, require_capability, scenario_seed,
+                                                        block: str) -> None:
+    """`attach` by the name of something that is not this user's live tracker refuses with a
+    named curriculum error, holds nothing of it (no descriptor, no mapping, right after the
+    refusal), and leaves the live tracker it may point at as it was: its next update goes
+    through and counts once."""
+    live = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    attach, name = getattr(type(live), "attach", None), getattr(live, "shared_memory_name", None)
+    planted = os.path.join(SEGMENT_DIR, f"untrusted-{os.getpid()}-{scenario_seed}")
+    try:
+        require_capability(callable(attach) and bool(name) and os.path.isfile(os.path.join(SEGMENT_DIR, name)),
+                           f"this curriculum has no `attach` by a name under {SEGMENT_DIR}")
+        live_path = os.path.join(SEGMENT_DIR, name)
+        for _ in range(6):
+            live.update_task_performance(live.get_task().task_id, 0.5)
+        _UNTRUSTED_BLOCKS[block](live_path, planted)
+        before, held = live.stats()["total_completions"], _held_here({live_path, planted})
+        gc.disable()
+        try:
+            try:
+                attached = attach(os.path.basename(planted), live.config)
+            except Exception as error:  # noqa: BLE001 - its kind is asserted below
+                attached = error
+            after = _held_here({live_path, planted})
+        finally:
+            gc.enable()
+        assert isinstance(attached, CurriculumError), (
+            f"attach to {block} returned {attached!r}; expected a named CurriculumError, seed {scenario_seed}")
+        assert sorted(after) == sorted(held), (
+            f"the refused attach to {block} left the process holding {sorted(set(after) - set(held))}, seed "
+            f"{scenario_seed}")
+        live.update_task_performance(live.get_task().task_id, 0.5)
+        total = live.stats()["total_completions"]
+        assert total == before + 1, (
+            f"after a refused attach to {block}, the live tracker went from {before} to {total} completions with "
+            f"one update, seed {scenario_seed}")
+    finally:
+        if os.path.isdir(planted) and not os.path.islink(planted):
+            os.rmdir(planted)
+        elif os.path.lexists(planted):
+            os.unlink(planted)
+        live.close()
 
 
 def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factory, require_capability,
