@@ -597,6 +597,10 @@ class InvarianceLimits:
     that keeps evicting, so tasks keep leaving it."""
     churn_min_presentations: int = 4
     churn_eviction_percentile: float = 50.0
+    wrapper_envs: int = 4
+    wrapper_vec_steps: int = 300
+    """The core-protocol relation's vector (Serial) and its steps (episodes of 2 steps: 600
+    episodes, past learning progress's warm-up and first evictions)."""
 
 
 INVARIANCES = InvarianceLimits()

@@ -20,6 +20,12 @@ because those never vary it:
   taken from the id, a tag) describes the same tasks; a curriculum that tells configurations
   apart by their whole config sees every admission as new, and one that drops the wrong
   fields merges different tasks.
+- the core protocol: the library's wrappers driving a curriculum seen through `get_task`,
+  `update_task_performance` and `stats` alone (a plug-in curriculum with no `config` and no
+  `is_shared`) must hand out the same tasks and record the same scores, returns outside [0, 1]
+  included, as with the curriculum itself; and what they cannot check without those (that a
+  curriculum is shared across worker processes, that it suits centralized tracking) must be
+  refused by name before any process starts, never assumed.
 - reading: a caller that overwrites what it read (probabilities normalised in place, a stats
   dict extended, a checkpoint's lists edited) must change nothing; a read that hands out a
   live view of the curriculum's state lets it.
@@ -45,7 +51,16 @@ from typing import Any
 import numpy as np
 import pytest
 
-from curriculum import CurriculumConfig, CurriculumConfigError, LearningProgressConfig, TaskGenerator
+from curriculum import (
+    CurriculumConfig,
+    CurriculumConfigError,
+    LearningProgressConfig,
+    SingleTaskGenerator,
+    TaskGenerator,
+    WeightedTaskSetGenerator,
+)
+from curriculum.vector import make_curriculum_vecenv
+from harness.envs import ExactAccountingEnv
 from harness.protocol import missing_capabilities
 from harness.task_spaces import TaggedTasks, TaskSpace, chain_task_space, impossible_task_space
 from harness.thresholds import INVARIANCES as LIMITS
@@ -403,3 +418,91 @@ def test_task_id_tags_change_nothing(curriculum_factory, scenario_seed) -> None:
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
     differ = _trace_mismatches(reference, run)
     assert not differ, f"{what}: stats() differ from the untagged run's, seed {scenario_seed}: " + "; ".join(differ[:5])
+
+
+class _CoreProtocolOnly:
+    """A curriculum seen through the core protocol alone (`harness.protocol.CurriculumProtocol`),
+    as a plug-in curriculum that offers nothing else is: no `config`, no `is_shared`."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def get_task(self) -> Any:
+        return self._inner.get_task()
+
+    def update_task_performance(self, task_id: int, score: float) -> Any:
+        return self._inner.update_task_performance(task_id, score)
+
+    def stats(self) -> dict[str, Any]:
+        return self._inner.stats()
+
+
+#: Returns of 2-step episodes: 0.5 to 3.0, in a score range of [0, 4] (most outside [0, 1]).
+_WIDE_RETURNS = (0.25, 0.5, 1.0, 1.5)
+
+
+def _wide_returns_config(seed: int) -> CurriculumConfig:
+    children = [SingleTaskGenerator({"reward_per_step": reward, "episode_length": 2}, label=f"r{reward}")
+                for reward in _WIDE_RETURNS]
+    return _lp_config(WeightedTaskSetGenerator(children, seed=seed), seed, num_active_tasks=8,
+                      score_range=(0.0, 4.0))
+
+
+def _exact_env(buf=None, seed=0):
+    return ExactAccountingEnv(buf=buf, seed=seed)
+
+
+def _wrapped_run(curriculum: Any, seed: int) -> list[list[float]]:
+    """The configs (reward per step) each env ran, vec step by vec step, through a Serial vector."""
+    vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend="Serial", num_envs=LIMITS.wrapper_envs, seed=seed)
+    ran = []
+    try:
+        obs, _ = vecenv.reset(seed=seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        for _ in range(LIMITS.wrapper_vec_steps):
+            obs = vecenv.step(actions)[0]
+            ran.append(obs.reshape(LIMITS.wrapper_envs, -1)[:, 1].tolist())
+    finally:
+        vecenv.close()
+    return ran
+
+
+def test_the_core_protocol_alone_changes_nothing(curriculum_factory, require_capability, scenario_seed) -> None:
+    """The library's vector and env wrappers run a curriculum seen through the core protocol
+    alone exactly as they run the curriculum itself (the same tasks, every return recorded,
+    in a score range of [0, 4]); on Multiprocessing with shared tracking, and with centralized
+    tracking, such a curriculum is refused by name, before any worker starts: nothing says it
+    is shared, or which algorithm it runs."""
+    config = _wide_returns_config(scenario_seed)
+    reference = _build(curriculum_factory, config, "learning_progress", require_capability)
+    seen = curriculum_factory(_wide_returns_config(scenario_seed))
+    try:
+        expected = _wrapped_run(reference, scenario_seed)
+        try:
+            ran = _wrapped_run(_CoreProtocolOnly(seen), scenario_seed)
+        except Exception as error:  # noqa: BLE001 - reported with the relation
+            pytest.fail(f"a Serial vector over the curriculum seen through the core protocol alone raised "
+                        f"{type(error).__name__}: {error} (returns {[2 * r for r in _WIDE_RETURNS]}, score range "
+                        f"{config.score_range}), seed {scenario_seed}")
+        step = next((i for i, (a, b) in enumerate(zip(expected, ran)) if a != b), None)
+        assert step is None, (
+            f"through the core protocol alone the envs ran rewards per step {ran[step]} at vec step {step + 1}, "
+            f"{expected[step]} through the curriculum itself, seed {scenario_seed}")
+        differ = _mismatches(reference.stats(), seen.stats(), None, "stats()")
+        assert not differ, (f"through the core protocol alone, stats() differ from the run through the curriculum "
+                            f"itself, seed {scenario_seed}: " + "; ".join(differ[:5]))
+        before = seen.stats()
+        for options in ({"backend": "Multiprocessing", "tracking": "shared", "num_workers": 2},
+                        {"backend": "Serial", "tracking": "centralized"}):
+            try:
+                vecenv = make_curriculum_vecenv(_exact_env, _CoreProtocolOnly(seen), num_envs=2, seed=scenario_seed,
+                                                overwork=True, **options)
+            except CurriculumConfigError:
+                continue
+            vecenv.close()
+            pytest.fail(f"make_curriculum_vecenv({options}) accepted a curriculum seen through the core protocol "
+                        f"alone (nothing says it is shared, or which algorithm it runs), seed {scenario_seed}")
+        assert seen.stats() == before, f"a refused vector changed the curriculum's stats(), seed {scenario_seed}"
+    finally:
+        for curriculum in (reference, seen):
+            getattr(curriculum, "close", lambda: None)()

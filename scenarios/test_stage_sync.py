@@ -33,7 +33,7 @@ import pytest
 
 from curriculum import BucketedTaskGenerator, CurriculumConfig, CurriculumEnv, Stage, StagedProgressionConfig
 from curriculum.vector import StageBroadcast, make_curriculum_vecenv
-from harness.envs import ExactAccountingEnv
+from harness.envs import INFO_FORMATS, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
 from harness.thresholds import STAGE_SYNC as LIMITS
@@ -60,7 +60,10 @@ def staged_config(seed: int, *, staggered: bool = False) -> CurriculumConfig:
 
 
 def _make_env(buf=None, seed=0):
-    return ExactAccountingEnv(buf=buf, seed=seed)
+    """Env i (seed base + i) writes its infos in the i-th of `INFO_FORMATS`, in turn: a list, a
+    dict at every step (its reset's dict following an episode's), or one running log; the
+    wrappers must find each episode's end in every shape, wherever it sits in a step's infos."""
+    return ExactAccountingEnv(buf=buf, seed=seed, infos=INFO_FORMATS[seed % len(INFO_FORMATS)])
 
 
 def full_score(returns) -> float:
