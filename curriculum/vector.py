@@ -287,6 +287,7 @@ class SharedCurriculumVecEnv:
     def async_reset(self, seed: int | None = 0) -> None:
         self._check_usable()
         if not self._processes:
+            self._settle_in_process_before_reset()
             self.vecenv.async_reset(seed)
             return
         self._settle_before_reset()
@@ -370,6 +371,17 @@ class SharedCurriculumVecEnv:
         batch = self.vecenv.w_slice
         workers = range(len(self._processes))[batch] if isinstance(batch, slice) else np.atleast_1d(batch)
         return [int(worker) for worker in workers]
+
+    def _settle_in_process_before_reset(self) -> None:
+        """Keep the infos of a step sent and not received (an in-process vector steps its envs
+        in `send()`): pufferlib's reset replaces them, and with them the episode ends they
+        report. They are handled now (a centralized completion recorded) and returned at the
+        head of the reset's infos."""
+        vecenv = self.vecenv
+        if vecenv.flag == pufferlib.vector.RECV:
+            infos = list(getattr(vecenv, "infos", None) or ())
+            self._on_infos(infos)
+            self._drained += infos
 
     def _settle_before_reset(self) -> None:
         """Leave pufferlib's `async_reset()` nothing to wait for and no infos to drop.

@@ -369,6 +369,11 @@ class MultiAgentLimits:
     worker_timeout: float = 20.0
     """Of the Multiprocessing vectors: a reset that waits on a worker that already answered
     fails, named, instead of hanging the gate (a step takes microseconds)."""
+    in_flight_reset_every: int = 10
+    in_flight_reset_pauses: tuple[float, ...] = (0.0, 0.05, 0.05, 0.05)
+    """After the midway reset, every `in_flight_reset_every` steps: a step sent, then a reset
+    after each pause in turn (0: the workers may still be stepping; 0.05 s: they have answered,
+    their infos unread; in three of them at least one env ends an episode)."""
     reset_deadline: float = 30.0
     """Seconds a vector's `reset()` may take before the check fails it by name: a reset that
     blocks where `worker_timeout` does not reach (a pipe read for good) must not hang the gate."""
@@ -658,6 +663,16 @@ class WorkerFailureLimits:
     stop_slack: float = 0.8
     """Seconds `close()` may take beyond one `stop_grace` when no worker obeys SIGTERM: one
     grace period for all `num_envs` workers (one env each), not one per worker (1.5 s more)."""
+    slow_step: float = 0.2
+    """Seconds each step takes in the slow half of the workers, in the check that batches the
+    fast half never wait on them."""
+    slow_batches: int = 40
+    """Batches of two received in that check (the fast pair alone needs well under one slow step
+    each; a vector that waits on one more worker than a batch needs, 8 s)."""
+    max_slow_share: float = 0.25
+    """Share of the batched env steps the slow workers may take in those batches: seeds 0-4
+    measured 5-8% (8-10% with both cores kept busy by other processes); a vector waiting on a
+    slow worker, 49-50%."""
 
 
 WORKER_FAILURES = WorkerFailureLimits()

@@ -23,6 +23,7 @@ import contextlib
 import inspect
 import multiprocessing
 import signal
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -39,9 +40,10 @@ DESIGNS = [("single", None), ("Serial", "shared"), ("Serial", "centralized"), ("
            ("Multiprocessing-async", "centralized")]
 """(backend, tracking); `-async`: four worker processes stepped two at a time (pufferlib's
 asynchronous batches: each step returns whichever two workers finished first). A vector run is
-reset once midway, after a step whose workers sent infos, and once at its end: a reset must
-not wait on workers that answered, and must return the episodes of batches still in flight
-(a worker under shared tracking has recorded them already)."""
+reset once midway, after a step whose workers sent infos, then while a step it sent is in
+flight (right after `send()`, and after pauses in which the workers answered), and once at its
+end: a reset must not wait on workers that answered, and must return the episodes of batches
+still in flight (a worker under shared tracking has recorded them already)."""
 
 
 _REWARDS = (1.0, 0.5, 0.25, 0.0, 0.75, 0.125)
@@ -136,7 +138,16 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
                 vecenv.reset(seed=scenario_seed)
                 actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
                 reset_midway = False
+                in_flight = {LIMITS.steps // 2 + LIMITS.in_flight_reset_every * (i + 1): pause
+                             for i, pause in enumerate(LIMITS.in_flight_reset_pauses)}
                 for step in range(LIMITS.steps):
+                    if step in in_flight:  # a reset while a step is sent, not received (answered, after a pause)
+                        vecenv.send(actions)
+                        time.sleep(in_flight[step])
+                        with _returns_within(LIMITS.reset_deadline, f"{context}: a reset with the step sent at "
+                                                                    f"step {step} in flight"):
+                            watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+                        continue
                     infos = vecenv.step(actions)[4]
                     watcher.observe(infos)
                     if not reset_midway and step >= LIMITS.steps // 2 and infos:  # after workers sent infos

@@ -32,6 +32,8 @@ import sys
 import threading
 import time
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -309,6 +311,58 @@ def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory,
         for process in processes:
             if process.exitcode is None:
                 os.kill(process.pid, signal.SIGKILL)
+        getattr(curriculum, "close", lambda: None)()
+
+
+class _SlowInTheLastWorkers(ExactAccountingEnv):
+    """Envs of the last half of the workers (seeds base + 2 and + 3) take `LIMITS.slow_step`
+    seconds for every step."""
+
+    def __init__(self, *, slow: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._slow = slow
+
+    def step(self, actions):
+        if self._slow:
+            time.sleep(LIMITS.slow_step)
+        return super().step(actions)
+
+
+def _env_slow_in_the_last_workers(buf=None, seed=0):
+    return _SlowInTheLastWorkers(buf=buf, seed=seed, episode_length=LIMITS.episode_length,
+                                 slow=seed % LIMITS.num_envs >= LIMITS.num_envs // 2)
+
+
+def test_batches_never_wait_on_workers_they_do_not_need(curriculum_factory, require_capability,
+                                                         scenario_seed) -> None:
+    """Batches of any two workers that are done (pufferlib's `sync_traj=False`; with its default
+    it takes workers strictly in turn), two fast workers and two whose every step takes
+    `LIMITS.slow_step`: a batch is returned as soon as pufferlib could return one, so the fast
+    pair keeps being batched while the slow ones step (a vector that waits for a worker the
+    batch does not need runs at the slow workers' pace, and asynchronous batching is lost)."""
+    layout = "async-any"
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
+    base = scenario_seed * LIMITS.num_envs  # (env i gets seed base + i: the slow ones are the last two)
+    curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
+    vecenv = make_curriculum_vecenv(_env_slow_in_the_last_workers, curriculum, backend="Multiprocessing",
+                                    tracking="shared", num_envs=LIMITS.num_envs, overwork=True, seed=base,
+                                    worker_timeout=LIMITS.deadline, **LAYOUTS[layout])
+    vecenv.vecenv.sync_traj = False
+    try:
+        vecenv.async_reset(base)
+        stepped = np.zeros(LIMITS.num_envs, dtype=np.int64)
+        for _ in range(LIMITS.slow_batches):
+            env_ids = np.asarray(vecenv.recv()[5]).ravel()
+            stepped[env_ids] += 1
+            vecenv.send(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+        slow_share = stepped[LIMITS.num_envs // 2:].sum() / stepped.sum()
+        assert slow_share <= LIMITS.max_slow_share, (
+            f"{layout} batches of two: the two workers whose steps take {LIMITS.slow_step} s were in "
+            f"{slow_share:.0%} of the env steps of {LIMITS.slow_batches} batches (per env {stepped.tolist()}), limit "
+            f"{LIMITS.max_slow_share:.0%}: the vector waited on workers a batch did not need, seed {scenario_seed}")
+    finally:
+        vecenv.close()
         getattr(curriculum, "close", lambda: None)()
 
 
