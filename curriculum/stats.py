@@ -31,6 +31,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from curriculum.errors import CurriculumConfigError
 from curriculum.metrics import gini_coefficient, normalized_entropy
 
 __all__ = [
@@ -245,9 +246,9 @@ def process_training_stats(
     The result has plain Python numbers and sorted keys.
     """
     if isinstance(agent_step, bool) or not isinstance(agent_step, Integral) or agent_step < 0:
-        raise ValueError(f"Expected `agent_step` to be a non-negative integer, received {agent_step!r}")
+        raise CurriculumConfigError(f"Expected `agent_step` to be a non-negative integer, received {agent_step!r}")
     if isinstance(epoch, bool) or not isinstance(epoch, Integral) or epoch < 0:
-        raise ValueError(f"Expected `epoch` to be a non-negative integer, received {epoch!r}")
+        raise CurriculumConfigError(f"Expected `epoch` to be a non-negative integer, received {epoch!r}")
     reduced: dict[str, int | float] = {}
     for key, values in raw_stats.items():
         if not values or key.rsplit("/", 1)[-1] in IDENTIFIER_STATS:

@@ -82,6 +82,11 @@ class _HandedOut:
 OUT_OF_RANGE_RETURN = 3.0
 
 
+#: A reward one float32 step above 1 (so exact in every buffer) whose returns over 3 and 5 steps
+#: are not float32 numbers: a wrapper that rounds a return to float32 records another score.
+FINE_REWARD = 1.0 + 2.0**-23
+
+
 def _score(returns) -> float:
     mean = float(sum(returns) / len(returns))
     return 1.5 if mean == OUT_OF_RANGE_RETURN else min(mean / 10.0, 1.0)
@@ -213,7 +218,8 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     that terminates as well ("mixed"). After an episode end that failed, `step()` is refused
     until `reset()`."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
-        {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0], "end": ["terminal", "truncated", "desync"]},
+        {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0, FINE_REWARD],
+         "end": ["terminal", "truncated", "desync"]},
         label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="GymCurriculumEnv")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
