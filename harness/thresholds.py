@@ -602,6 +602,8 @@ class InvarianceLimits:
     that keeps evicting, so tasks keep leaving it."""
     churn_min_presentations: int = 4
     churn_eviction_percentile: float = 50.0
+    key_order_episodes: int = 400
+    """Episodes of each run of the key-order relation (a quarter more after a checkpoint)."""
     wrapper_envs: int = 4
     wrapper_vec_steps: int = 300
     """The core-protocol relation's vector (Serial) and its steps (episodes of 2 steps: 600

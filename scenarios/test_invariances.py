@@ -26,6 +26,9 @@ because those never vary it:
   included, as with the curriculum itself; and what they cannot check without those (that a
   curriculum is shared across worker processes, that it suits centralized tracking) must be
   refused by name before any process starts, never assumed.
+- key order: a task config whose keys are listed in another order (a YAML load against code,
+  another process) is the same config; a description, a checkpoint or a weighted pick that
+  depends on the order splits one task space into two.
 - reading: a caller that overwrites what it read (probabilities normalised in place, a stats
   dict extended, a checkpoint's lists edited) must change nothing; a read that hands out a
   live view of the curriculum's state lets it.
@@ -52,6 +55,7 @@ import numpy as np
 import pytest
 
 from curriculum import (
+    BucketedTaskGenerator,
     CurriculumConfig,
     CurriculumConfigError,
     LearningProgressConfig,
@@ -505,4 +509,66 @@ def test_the_core_protocol_alone_changes_nothing(curriculum_factory, require_cap
         assert seen.stats() == before, f"a refused vector changed the curriculum's stats(), seed {scenario_seed}"
     finally:
         for curriculum in (reference, seen):
+            getattr(curriculum, "close", lambda: None)()
+
+
+def _keyed_generator(reverse: bool, seed: int) -> TaskGenerator:
+    """Rooms and a bucketed maze whose configs list their keys as written, or reversed (the
+    buckets keep their order: a bucketed generator draws them in it)."""
+    def config(*pairs: tuple[str, Any]) -> dict[str, Any]:
+        return dict(reversed(pairs) if reverse else pairs)
+
+    rooms = [SingleTaskGenerator(config(("width", w), ("height", h), ("walls", walls)), label=f"room{w}")
+             for w, h, walls in ((4, 4, 0), (6, 4, 1), (8, 6, 2))]
+    maze = BucketedTaskGenerator(config(("width", 8), ("height", 8), ("walls", 1), ("keys", 0)),
+                                 {"walls": [0, 1, 2], "height": [4, 8]}, label="maze", seed=seed)
+    return WeightedTaskSetGenerator([(rooms[0], 1.0), (rooms[1], 2.0), (rooms[2], 1.0), (maze, 3.0)], seed=seed)
+
+
+def _keyed_run(curriculum: Any, episodes: int, seed: int) -> list[tuple[int, list[tuple[str, Any]]]]:
+    """Task ids and configs (sorted items) handed out; scores a fixed function of the config
+    plus noise from `seed`."""
+    noise = np.random.default_rng(seed)
+    ran = []
+    for _ in range(episodes):
+        task = curriculum.get_task()
+        cfg = dict(task.env_cfg)
+        level = (cfg["width"] + 3 * cfg["height"] + 5 * cfg["walls"]) % 11 / 11
+        curriculum.update_task_performance(task.task_id, float(min(1.0, level + 0.1 * noise.random())))
+        ran.append((task.task_id, sorted(cfg.items())))
+    return ran
+
+
+def test_config_key_order_changes_nothing(curriculum_factory, require_capability, scenario_seed) -> None:
+    """The same run with every task config (and a bucketed generator's base config) listing its
+    keys in reverse hands out the same tasks with equal configs; a checkpoint of one run loads
+    into a curriculum built from the other's config, which goes on as the first would."""
+    def config(reverse: bool) -> CurriculumConfig:
+        return _churn_config(_keyed_generator(reverse, scenario_seed), scenario_seed)
+
+    reference = _build(curriculum_factory, config(False), "learning_progress", require_capability)
+    reversed_keys = curriculum_factory(config(True))
+    try:
+        expected = _keyed_run(reference, LIMITS.key_order_episodes, scenario_seed)
+        ran = _keyed_run(reversed_keys, LIMITS.key_order_episodes, scenario_seed)
+        step = next((i for i, (a, b) in enumerate(zip(expected, ran)) if a != b), None)
+        assert step is None, (
+            f"with every config's keys reversed the run diverged at episode {step}: task {ran[step]} handed out where "
+            f"the reference handed out task {expected[step]}, seed {scenario_seed}")
+        if not missing_capabilities(reference, ("get_state", "load_state")):
+            resumed = curriculum_factory(config(True))
+            try:
+                try:
+                    resumed.load_state(reference.get_state())
+                except Exception as error:  # noqa: BLE001 - reported with the relation
+                    pytest.fail(f"a checkpoint was refused by a curriculum whose configs list their keys in another "
+                                f"order: {type(error).__name__}: {error}, seed {scenario_seed}")
+                after = _keyed_run(resumed, LIMITS.key_order_episodes // 4, scenario_seed + 1)
+                assert after == _keyed_run(reference, LIMITS.key_order_episodes // 4, scenario_seed + 1), (
+                    f"restored into a curriculum whose configs list their keys in another order, the run went on "
+                    f"otherwise than the one it was saved from, seed {scenario_seed}")
+            finally:
+                getattr(resumed, "close", lambda: None)()
+    finally:
+        for curriculum in (reference, reversed_keys):
             getattr(curriculum, "close", lambda: None)()
