@@ -587,12 +587,14 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
 def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple[str, Any]]:
     """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
-    twice in the pool, shares and rates above 1, a stage its stage changes cannot reach, a slot
+    twice in the pool or below 0, shares and rates above 1, a stage its stage changes cannot reach, a slot
     without completions that holds a score sum or a last score."""
     arrays = state["arrays"]
     edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value)
         ("completions", 0, -1), ("samples", 0, -1), ("draw_pos", None, len(state["draws"]) + 1),
-        ("since_refresh", None, -1), ("task_ids", 1, arrays["task_ids"][0]), ("probabilities", 0, 1.5)]
+        ("since_refresh", None, -1), ("task_ids", 1, arrays["task_ids"][0]), ("probabilities", 0, 1.5),
+        # negative ids whose remainder names their own slot (-1 is the empty slot's mark)
+        ("task_ids", 0, -len(arrays["task_ids"])), ("task_ids", len(arrays["task_ids"]) - 1, -1)]
     algorithm = config.algorithm
     if isinstance(algorithm, StagedProgressionConfig):
         counters = list(STAGE_COUNTERS)
