@@ -22,6 +22,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import math
 import random
 from typing import Any
 
@@ -515,11 +516,12 @@ def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_fact
 def _altered_kinds(state: Any, rng: random.Random, path: str = "") -> list[tuple[str, Any]]:
     """`(where, state)` for every number of `state` (one element per list) turned into a number
     or value of another kind: an int into a fraction (a count, an id or an index cut to a whole
-    number when loaded), a float into a string."""
-    def swapped(value: Any) -> Any:
+    number when loaded), a float into a string, NaN or an infinity (Python's json writes and
+    reads all three; a NaN passes every comparison with a bound)."""
+    def swapped(value: Any) -> list[Any]:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        return value + 0.5 if isinstance(value, int) else str(value)
+            return []
+        return [value + 0.5] if isinstance(value, int) else [str(value), math.nan, math.inf, -math.inf]
 
     altered = []
     if isinstance(state, dict):
@@ -531,8 +533,7 @@ def _altered_kinds(state: Any, rng: random.Random, path: str = "") -> list[tuple
         return altered
     for key, value in items:
         where = f"{path}[{key!r}]"
-        other = swapped(value)
-        if other is not None:
+        for other in swapped(value):
             changed = copy.copy(state)
             changed[key] = other
             altered.append((f"{where}={other!r} (saved {value!r})", changed))

@@ -768,31 +768,3 @@ def _evict_from_shared_pool(seed: int) -> None:
         f"only {played['evictions']} evictions in {played['episodes']} episodes, seed {seed}: the check "
         "measured too little")
 
-
-@pytest.mark.parametrize("pool", [1, 16, 256, 1024])
-def test_a_refresh_comes_every_refresh_interval_completions_whatever_the_pool(curriculum_factory, require_capability,
-                                                                              scenario_seed, pool) -> None:
-    """`refresh_interval` is the number of completions between two recomputations of the
-    sampling distribution, as given for any pool; None derives max(32, pool // 8). Each refresh
-    pre-draws that many slots: a checkpoint after every completion holds a batch of
-    `refresh_interval` draws and the completions since the last refresh, 1, 2, ... back to 0."""
-    for interval in (1, 3, None):
-        config = CurriculumConfig(task_generator=BucketedTaskGenerator({}, {"level": list(range(4))}, seed=scenario_seed),
-                                  algorithm=LearningProgressConfig(), num_active_tasks=pool, seed=scenario_seed,
-                                  refresh_interval=interval)
-        curriculum = _built_in(curriculum_factory, require_capability, config,
-                               "the refresh is read from the built-in curriculum's checkpoint")
-        expected = interval if interval is not None else max(32, pool // 8)
-        rng = np.random.default_rng(scenario_seed)
-        try:
-            seen = []
-            for completion in range(1, 2 * expected + 3):
-                curriculum.update_task_performance(curriculum.get_task().task_id, float(rng.random()))
-                state = curriculum.get_state()
-                seen.append((state["since_refresh"], len(state["draws"])))
-                assert seen[-1] == (completion % expected, expected), (
-                    f"pool {pool}, refresh_interval={interval}: after {completion} completions the checkpoint holds "
-                    f"(completions since the last refresh, draws of the batch) {seen[-5:]}, expected "
-                    f"({completion % expected}, {expected}), seed {scenario_seed}")
-        finally:
-            curriculum.close()
