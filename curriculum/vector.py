@@ -129,6 +129,14 @@ WORKER_CHECK_PERIOD: Final = 0.05
 _STOP_GRACE: Final = 2.0
 """Seconds a stopped worker gets to exit after SIGTERM before it is killed."""
 
+_WAIT_SPINS: Final = 256
+"""Checks the main process makes, yielding the core between them, before it naps between
+further ones: a batch of fast envs is caught at once, a slow one leaves the cores to the
+workers instead of spinning on one of them."""
+
+_WAIT_NAP: Final = 1e-4
+"""Seconds of each nap between checks once `_WAIT_SPINS` found nothing ready."""
+
 if not hasattr(pufferlib, "APIUsageError"):
     # pufferlib-core 3.0.7 raises `pufferlib.APIUsageError` but never exports it, so each of its
     # own usage errors surfaces as "module 'pufferlib' has no attribute 'APIUsageError'".
@@ -425,6 +433,7 @@ class SharedCurriculumVecEnv:
         vecenv = self.vecenv
         now = time.monotonic()
         deadline = None if self.worker_timeout is None else now + self.worker_timeout
+        checks = 0
         while True:
             if now >= self._next_check:
                 self._next_check = now + WORKER_CHECK_PERIOD
@@ -435,7 +444,11 @@ class SharedCurriculumVecEnv:
                 return
             if deadline is not None and now >= deadline:
                 self._fail_stuck()
-            os.sched_yield()  # leave the core to a worker on a crowded machine
+            checks += 1
+            if checks < _WAIT_SPINS:
+                os.sched_yield()  # leave the core to a worker on a crowded machine
+            else:
+                time.sleep(_WAIT_NAP)
             now = time.monotonic()
 
     @contextlib.contextmanager
