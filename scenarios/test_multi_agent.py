@@ -26,6 +26,8 @@ import signal
 import time
 from collections.abc import Iterator
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -197,6 +199,14 @@ def _weighted_score(returns: np.ndarray) -> float:
     return float(np.dot(returns, weights) / weights.sum())
 
 
+def _buffers(num_agents: int, terminals: Any, truncations: Any) -> dict[str, np.ndarray]:
+    """An env's own buffers (as pufferlib makes them) with flag buffers of the given dtypes."""
+    made = ExactAccountingEnv(num_agents=num_agents)
+    buf = {name: np.zeros_like(getattr(made, name)) for name in ("observations", "rewards", "masks", "actions")}
+    return {**buf, "terminals": np.zeros(num_agents, dtype=terminals),
+            "truncations": np.zeros(num_agents, dtype=truncations)}
+
+
 @pytest.mark.parametrize("rewards", REWARD_WRITES)
 @pytest.mark.parametrize("score", ["mean", "score_fn"])
 @pytest.mark.parametrize("done_flags", ["hold", "pulse"])
@@ -211,14 +221,18 @@ def test_every_agent_count_scores_each_episode_once(curriculum_factory, curricul
     trainer the ended step's rewards across an auto-reset must put the env's back). With held
     flags the env returns its one log dict at every step, as envs that keep a running log do:
     a wrapper that writes its episode entries into it reports the episode again at every later
-    step."""
+    step. The env's flag buffers are any numeric arrays, as documented: with a `score_fn` its
+    terminals are int64, with sparse rewards its truncations float32, so two of every four
+    combinations have flag buffers of different widths."""
     score_fn = _weighted_score if score == "score_fn" else None
-    context = f"{num_agents} agent(s), {done_flags} flags, {score}, rewards {rewards}"
+    flags = (np.int64 if score == "score_fn" else np.bool_, np.float32 if rewards == "at_end" else np.bool_)
+    context = (f"{num_agents} agent(s), {done_flags} flags, {score}, rewards {rewards}, "
+               f"terminals {np.dtype(flags[0])} and truncations {np.dtype(flags[1])}")
     watcher = oracle(context=context, score_fn=score_fn)
     curriculum = curriculum_factory(agent_config(scenario_seed, num_agents))
     inner = ExactAccountingEnv(num_agents=num_agents, done_flags=done_flags, after_done_reward=LIMITS.after_done_reward,
                                reports_returns=done_flags == "hold", infos="log" if done_flags == "hold" else "dict",
-                               rewards=rewards, seed=scenario_seed)
+                               rewards=rewards, seed=scenario_seed, buf=_buffers(num_agents, *flags))
     env = curriculum_env_class(
         inner, watcher.watch(curriculum), seed=scenario_seed, score_fn=score_fn, stats_interval=LIMITS.stats_interval)
     try:
