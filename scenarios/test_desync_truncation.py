@@ -120,8 +120,8 @@ ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 
 @pytest.mark.parametrize(("num_envs", "desync_signal", "num_agents"),
                          [(1, "info", 1), (4, "nested", 1), (1, "loose", 1), (1, "split", 1), (1, "first", 3),
-                          (1, "mixed", 3)],
-                         ids=["1", "4", "1-loose", "1-split", "1-first-3agents", "1-mixed-3agents"])
+                          (1, "mixed", 3), (1, "attribute", 1)],
+                         ids=["1", "4", "1-loose", "1-split", "1-first-3agents", "1-mixed-3agents", "1-attribute"])
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
                                                                      scenario_seed, num_envs, desync_signal,
                                                                      num_agents, oracle, golden) -> None:
@@ -131,7 +131,8 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
     nothing without a truncation; or "split": the flagged info followed by another dict in the
     step's list; or "first": three agents ending at different steps, the flag in the info of
     the step that cuts the first of them, the others playing on; or "mixed": three agents ending
-    together, a cut truncating the first and terminating the others)."""
+    together, a cut truncating the first and terminating the others; or "attribute": no flag in
+    any info, the env's `desync_truncation` attribute set from the cut to the next reset)."""
     # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
     def lengths(length: int) -> int | list[int]:  # agents ending at different steps
         if num_agents == 1 or desync_signal == "mixed":
