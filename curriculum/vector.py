@@ -534,17 +534,14 @@ def _batch_ready(vecenv: Any) -> bool:
     `worker_timeout` names it instead.
     """
     semaphores = vecenv.buf["semaphores"]
-    waiting, ready = list(vecenv.waiting_workers), list(vecenv.ready_workers)
-    for _ in range(len(waiting)):
-        worker = waiting.pop(0)
+    ready = list(vecenv.ready_workers)
+    for worker in vecenv.waiting_workers:
         if semaphores[worker] >= pufferlib.vector.MAIN:
             if not _arrived(vecenv, worker):
                 return False
             ready.append(worker)
         elif vecenv.sync_traj:  # (pufferlib looks at this worker again until it is done)
             return _batch_complete(vecenv, ready)
-        else:
-            waiting.append(worker)
         if _batch_complete(vecenv, ready):
             return True
     return False
