@@ -1100,15 +1100,13 @@ def test_attach_refuses_a_block_it_cannot_trust_by_name(curriculum_factory, requ
         before, held = live.stats()["total_completions"], _held_here({live_path, planted})
         gc.disable()
         try:
-            try:
-                attached = attach(os.path.basename(planted), live.config)
-            except Exception as error:  # noqa: BLE001 - its kind is asserted below
-                attached = error
+            refused = _call_error(attach, os.path.basename(planted), live.config)
             after = _held_here({live_path, planted})
         finally:
             gc.enable()
-        assert isinstance(attached, CurriculumError), (
-            f"attach to {block} returned {attached!r}; expected a named CurriculumError, seed {scenario_seed}")
+        assert isinstance(refused, CurriculumError), (
+            f"attach to {block} raised {refused!r} (None: it went through); expected a named CurriculumError, seed "
+            f"{scenario_seed}")
         assert sorted(after) == sorted(held), (
             f"the refused attach to {block} left the process holding {sorted(set(after) - set(held))}, seed "
             f"{scenario_seed}")
