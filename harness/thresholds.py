@@ -335,9 +335,10 @@ class StagedLimits:
     """Episodes per config of the sweep."""
     sweep_run_length: float = 6.0
     """Mean length of the sweep's runs of high scores (0.5, 0.75 or 1) and low ones (0, 0.25 or 0.5)."""
-    sweep_mixes: tuple[float, ...] = (0.0, 0.25, 0.4, 0.9)
-    """Previous-stage mixes of the sweep: 0.4 of the pool is 1.6 slots, which rounds to 2; 0.9
-    is 3.6, which rounds to the whole pool (one slot must still run the current stage)."""
+    sweep_mixes: tuple[float, ...] = (0.0, 0.3, 0.4, 0.9)
+    """Previous-stage mixes of the sweep: 0.3 of the pool is 1.2 slots, which rounds to 1 (not
+    up to 2); 0.4 is 1.6, which rounds to 2 (not down to 1); 0.9 is 3.6, which rounds to the
+    whole pool (one slot must still run the current stage)."""
     sweep_thresholds: tuple[float, float] = (0.75, 0.25)
     """Advancement and regression thresholds of the sweep: window means of its scores land on
     them exactly (the rule advances at a mean equal to the threshold, regresses only below)."""

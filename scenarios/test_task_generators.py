@@ -66,30 +66,44 @@ def test_another_seed_gives_other_tasks(scenario_seed) -> None:
 
 
 def _change_in_place(value) -> None:
-    """Change every dict and list reachable from `value` (a caller reusing its own objects)."""
+    """Change every dict and list reachable from `value`, each entry and its length (a caller
+    reusing its own objects)."""
     if isinstance(value, dict):
-        for item in list(value.values()):
-            _change_in_place(item)
+        for key, item in list(value.items()):
+            if isinstance(item, (dict, list)):
+                _change_in_place(item)
+            else:
+                value[key] = f"changed {item!r}"
         value["changed"] = True
     elif isinstance(value, list):
-        for item in value:
-            _change_in_place(item)
+        for index, item in enumerate(value):
+            if isinstance(item, (dict, list)):
+                _change_in_place(item)
+            else:
+                value[index] = f"changed {item!r}"
         value.append(["changed"])
 
 
 def test_changing_the_callers_config_changes_no_task(scenario_seed) -> None:
     """A caller that builds a generator and then reuses (changes) the dicts and lists it
-    passed in changes no task and no description: the generator holds its own copies."""
+    passed in (base configs, bucket values, value labels) changes no task, no label and no
+    description: the generator holds its own copies."""
     ids = _ids("pool")[:LIMITS.cross_process_tasks]
     for name, spec in REFERENCE_GENERATORS.items():
         own = copy.deepcopy(spec)
         generator = build(own, scenario_seed)
         before = [generator.generate(i) for i in ids]
+        labels = generator.labels
         described = json.dumps(generator.describe(), sort_keys=True, default=repr)
         for part in (own, *(child for child, _ in own.children)):
             _change_in_place(part.base)
             for values in part.buckets.values():
                 _change_in_place(values)
+            for names in part.value_labels.values():
+                _change_in_place(names)
+        assert generator.labels == labels, (
+            f"{name} generator: the caller changed the config it built the generator from, and its labels changed "
+            f"from {labels!r} to {generator.labels!r}, seed {scenario_seed}")
         after = [generator.generate(i) for i in ids]
         changed = next((i for i, a, b in zip(ids, before, after) if a != b), None)
         assert changed is None, (
