@@ -147,18 +147,23 @@ _VALUE_KINDS = (
     lambda rng: np.array([[rng.randint(0, 3), 1], [rng.random(), 0]]),
 )
 #: Keys of the random infos: counters (a part among the pipeline's summed stats), gauges (some
-#: holding a counter's name inside a part: a counter is named by a whole part), and an
-#: identifier, at the top and nested.
+#: holding a counter's name inside a part: a counter is named by a whole part), and
+#: identifiers, at every depth.
 _INFO_KEYS = ("episodes", "completions", "rate", "score", "task_id", "total_completions", "deep/episodes", "deep/rate",
-              "deep/deeper/score", "deep/episodes_per_hour")
+              "deep/deeper/score", "deep/episodes_per_hour", "deep/task_id", "deep/deeper/task_id")
+#: Where an env's info puts its keys: under its own group, or at the top of the dict.
+_INFO_GROUPS = ("env", None)
+_TOP_LEVEL_KEYS = ("env", *{key.split("/", 1)[0] for key in _INFO_KEYS})
 
 
 def _random_info(rng: random.Random) -> dict[str, Any]:
-    """One env's info: a few of `_INFO_KEYS` under the env's group, each of a random kind."""
+    """One env's info: a few of `_INFO_KEYS`, under the env's group or at the top, each of a
+    random kind."""
     info: dict[str, Any] = {}
+    group = rng.choice(_INFO_GROUPS)
     for key in rng.sample(_INFO_KEYS, rng.randint(1, len(_INFO_KEYS))):
         *parents, leaf = key.split("/")
-        node = info.setdefault("env", {})
+        node = info if group is None else info.setdefault(group, {})
         for part in parents:
             node = node.setdefault(part, {})
         node[leaf] = rng.choice(_VALUE_KINDS)(rng)
@@ -179,7 +184,7 @@ def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario
     `json.dumps` takes them as they are)."""
     rng = random.Random(scenario_seed)
     for epoch in range(LIMITS.pipeline_epochs):
-        oracle = AccountingOracle(seed=scenario_seed, context=f"random infos, epoch {epoch}", info_keys=("env",))
+        oracle = AccountingOracle(seed=scenario_seed, context=f"random infos, epoch {epoch}", info_keys=_TOP_LEVEL_KEYS)
         raw: dict[str, list[float]] = defaultdict(list)
         for _ in range(LIMITS.pipeline_steps):
             infos = [_random_info(rng) for _ in range(rng.randint(0, 4))]
