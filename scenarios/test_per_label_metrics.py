@@ -175,12 +175,17 @@ _LOSS_KINDS = (lambda rng: rng.random(), lambda rng: rng.randint(0, 3), lambda r
                lambda rng: np.float64(rng.random()), lambda rng: np.array(rng.random()))
 
 
+#: The kinds of integer a trainer's step and epoch counters come as.
+_STEP_KINDS = (int, np.int64, np.uint32, np.int8)
+
+
 def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario_seed) -> None:
     """Epochs of random infos mixing every kind of value envs report (an int from one env, a
     numpy float or a per-agent list from another, under one key) reduce as the oracle's
     written-out reference says: counters summed (exactly, fractions kept), gauges averaged,
     identifiers and non-numbers dropped. Losses of every kind come out as `losses/<name>`, and
-    the metrics are plain Python numbers under sorted keys (as documented: a logger or
+    the metrics (the step and epoch axes too, given as numpy integers) are plain Python numbers
+    under sorted keys (as documented: a logger or
     `json.dumps` takes them as they are)."""
     rng = random.Random(scenario_seed)
     for epoch in range(LIMITS.pipeline_epochs):
@@ -191,8 +196,10 @@ def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario
             oracle.observe(infos)
             accumulate_rollout_stats(infos, raw)
         losses = {name: rng.choice(_LOSS_KINDS)(rng) for name in rng.sample(("policy", "value", "entropy"), 2)}
-        metrics = process_training_stats(raw, agent_step=0, epoch=0, losses=losses)
-        oracle.epoch(metrics, agent_step=0)
+        step = rng.randint(0, 100)
+        metrics = process_training_stats(raw, agent_step=rng.choice(_STEP_KINDS)(step),
+                                         epoch=rng.choice(_STEP_KINDS)(0), losses=losses)
+        oracle.epoch(metrics, agent_step=step)
         assert not oracle.mismatches, (
             f"the stats pipeline reduced random infos otherwise than its definition, epoch {epoch}, seed "
             f"{scenario_seed}:\n" + "\n".join(oracle.mismatches[:6]))
