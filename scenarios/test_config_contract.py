@@ -333,6 +333,51 @@ def test_every_config_field_has_its_domain_checked() -> None:
     assert not missing, f"config fields whose documented domain no row of DOMAINS checks: {missing}"
 
 
+def _as_curriculum_config(built: Any) -> CurriculumConfig | None:
+    """The curriculum config a DOMAINS value builds, or is part of (None for generators)."""
+    if isinstance(built, CurriculumConfig):
+        return built
+    if isinstance(built, StagedProgressionConfig):
+        return CurriculumConfig(algorithm=built, num_active_tasks=4)
+    if isinstance(built, (LearningProgressConfig, UniformConfig)):
+        return CurriculumConfig(task_generator=_generator(), algorithm=built, num_active_tasks=4)
+    if isinstance(built, Stage):
+        return CurriculumConfig(algorithm=_staged(stages=(built,)), num_active_tasks=4)
+    return None
+
+
+_LARGEST_RUN_POOL = 1024
+"""Pools above this size are only built by the domain check, not run local and shared (the
+largest takes minutes to fill)."""
+_CONFIG_DOMAINS = [row for row in DOMAINS if _as_curriculum_config(row[1](row[3][0])) is not None]
+
+
+@pytest.mark.parametrize(("what", "build", "attribute", "accepted", "refused"), _CONFIG_DOMAINS,
+                         ids=[_field_name(d[0]) for d in _CONFIG_DOMAINS])
+def test_every_accepted_config_runs_local_and_shared(what, build, attribute, accepted, refused) -> None:
+    """A config the constructor accepts runs, in one process and on a shared tracker alike: a
+    field checked again (or sized differently) only when the tracker is shared makes a setting
+    that passed a one-process test fail once the run is scaled out."""
+    for value in accepted:
+        config = _as_curriculum_config(build(value))
+        if config.num_active_tasks > _LARGEST_RUN_POOL:
+            continue
+        for shared in (False, True):
+            try:
+                curriculum = Curriculum(config, shared_memory=shared)
+            except Exception as error:  # noqa: BLE001 - any error is the failure reported below
+                pytest.fail(f"{what}: {value!r} was accepted by the config, but a {'shared' if shared else 'local'} "
+                            f"curriculum refused it: {type(error).__name__}: {error}")
+            try:
+                task = curriculum.get_task()
+                curriculum.update_task_performance(task.task_id, config.score_range[1])
+                assert curriculum.stats()["total_completions"] == 1, (
+                    f"{what}: {value!r}, {'shared' if shared else 'local'}: one completion recorded, "
+                    f"stats() counts {curriculum.stats()['total_completions']}")
+            finally:
+                curriculum.close()
+
+
 def _documented_num_workers(num_envs: int, batch_size: int | None, cores: int) -> int | None:
     """`default_num_workers` as its docstring states it: the most workers that fit `cores`,
     divide `num_envs` and, with a batch size, make every batch a whole number of workers."""

@@ -1230,11 +1230,23 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
         f"{scenario_seed}")
 
 
+def _with_creator_pid(block: bytes, dead: int) -> bytes:
+    """A copy of a tracker block whose header names a running process (this one, else its
+    parent or init, whichever pid is no longer than `dead`'s) as its creator in place of
+    `dead`, padded with JSON whitespace so the layout stays: a dead creator whose pid the
+    system has since given to another process, started at another time."""
+    old = b'"pid": %d' % dead
+    assert block.count(old) == 1, f"expected the creator's pid {dead} once in the tracker's header: {block[:300]!r}"
+    live = next(pid for pid in (os.getpid(), os.getppid(), 1) if len(str(pid)) <= len(str(dead)))
+    return block.replace(old, b'"pid": ' + b" " * (len(str(dead)) - len(str(live))) + str(live).encode())
+
+
 def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_curriculum, require_capability,
                                                                  scenario_seed, monkeypatch, tmp_path) -> None:
     """A dead creator's tracker, copied while it ran into a directory of its own (other
-    processes' cleanups scan only the real one), is an orphan there: the dry run lists it and
-    leaves it in place; the real cleanup then lists and removes it. Beside it, empty lock files
+    processes' cleanups scan only the real one), is an orphan there, and so is a copy whose
+    creator's pid now belongs to another running process (pids are reused): the dry run lists
+    them and leaves them in place; the real cleanup then lists and removes them. Beside it, empty lock files
     `<name>.lock` as earlier versions left them: one whose block is gone is listed and removed
     likewise, one beside a block that is still there (not a tracker of ours) stays, as does
     that block."""
@@ -1253,21 +1265,23 @@ def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_cur
     remove_orphaned_segments()  # the real block, its creator gone
     resource_tracker.unregister("/" + name, "shared_memory")  # removed here: nothing left for the tracker
     monkeypatch.setattr(memory, "SEGMENT_DIR", str(tmp_path))
+    reused = tmp_path / f"{name}_reused"
+    reused.write_bytes(_with_creator_pid(copy.read_bytes(), creator.pid))
     block, beside, stale = (tmp_path / f"{name}_kept", tmp_path / f"{name}_kept.lock", tmp_path / f"{name}_gone.lock")
     block.write_bytes(b"not a tracker")
     beside.touch()
     stale.touch()
     kept = [block, beside]
+    orphans = sorted([str(copy), str(reused), str(stale)])
     listed = remove_orphaned_segments(dry_run=True)
-    assert listed == sorted([str(copy), str(stale)]) and copy.exists() and stale.exists(), (
-        f"a dry run of the cleanup over a dead creator's tracker and a lock file whose block is gone listed "
-        f"{listed} (expected both, left in place) and removed {[p.name for p in (copy, stale) if not p.exists()]}, "
-        f"seed {scenario_seed}")
+    assert listed == orphans and all(Path(p).exists() for p in orphans), (
+        f"a dry run of the cleanup over a dead creator's tracker, the same with the creator's pid now another "
+        f"running process's, and a lock file whose block is gone listed {listed} (expected all three, left in "
+        f"place) and removed {[Path(p).name for p in orphans if not Path(p).exists()]}, seed {scenario_seed}")
     removed = remove_orphaned_segments()
-    assert removed == sorted([str(copy), str(stale)]) and not copy.exists() and not stale.exists(), (
-        f"after the dry run the cleanup removed {removed}, and the dead creator's tracker "
-        f"{'is still there' if copy.exists() else 'is gone'}, the stale lock file "
-        f"{'is still there' if stale.exists() else 'is gone'}, seed {scenario_seed}")
+    assert removed == orphans and not any(Path(p).exists() for p in orphans), (
+        f"after the dry run the cleanup removed {removed}, and left {[Path(p).name for p in orphans if Path(p).exists()]} "
+        f"of the dead creators' trackers and the stale lock file {orphans}, seed {scenario_seed}")
     lost = [p.name for p in kept if not p.exists()]
     assert not lost, (f"the cleanup removed {lost}: a block that still exists, or the lock file beside it, "
                       f"seed {scenario_seed}")
