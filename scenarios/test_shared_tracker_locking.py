@@ -435,6 +435,8 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         task = curriculum.get_task()
         curriculum.update_task_performance(task.task_id, 0.5)
         recorded_before = curriculum.tracker.total_completions
+        backend = curriculum.tracker.backend
+        repairs_before = getattr(backend, "repairs", None)
 
         ready = CTX.Event()
         holder = CTX.Process(target=_hold_lock, args=(curriculum, ready, 60.0), daemon=True)
@@ -480,9 +482,18 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
             f"completions recorded before the kill were not intact: {curriculum.tracker.total_completions} "
             f"!= {recorded_before} + 1, seed {scenario_seed}"
         )
+        if repairs_before is not None:  # the shared block's count of dead holders' sections rolled back
+            repaired = backend.repairs - repairs_before
+            curriculum.tracker.lock.acquire()
+            curriculum.tracker.lock.abort()  # a section this process aborts itself is no repair
+            assert (repaired, backend.repairs - repairs_before) == (1, 1), (
+                f"the tracker's `repairs` counted {repaired} after one lock holder died inside the lock and the next "
+                f"update rolled its section back, and {backend.repairs - repairs_before} once this process aborted a "
+                f"section of its own (1 and 1 expected: only dead holders' sections count), seed {scenario_seed}")
     finally:
         _stop(holder)
         curriculum.close()
+
 
 
 def _update_and_report(curriculum, task_id: int, queue) -> None:
