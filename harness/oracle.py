@@ -738,6 +738,10 @@ class WatchedCurriculum:
         known = self.identity.setdefault(task_id, identity)
         if known != identity:
             oracle.mismatch(f"get_task() handed out task {task_id} as {identity[1]}, earlier as {known[1]}")
+        for getter, held in (("get_env_cfg", env_cfg), ("get_label", label)):  # the task protocol's readers
+            read = getattr(task, getter, None)
+            if callable(read) and read() != held:
+                oracle.mismatch(f"task {task_id}'s {getter}() returned {read()!r}, but the task holds {held!r}")
         if not self._generated(task):
             generator = self.generators.get(label, self.generators.get(""))
             expected, expected_label = generator.generate(task_id)

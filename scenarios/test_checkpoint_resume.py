@@ -588,23 +588,33 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
 def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple[str, Any]]:
     """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
-    twice in the pool or below 0, shares and rates above 1, a stage its stage changes cannot reach, a slot
-    without completions that holds a score sum or a last score."""
+    twice in the pool or below 0, shares and rates above 1 or below 0, a sampling distribution with a
+    negative chance, a stage its stage changes cannot reach, a slot without completions that holds
+    a score sum or a last score."""
     arrays = state["arrays"]
-    edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value)
-        ("completions", 0, -1), ("samples", 0, -1), ("draw_pos", None, len(state["draws"]) + 1),
+    pool = len(arrays["task_ids"])
+    edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value): each range left on both sides
+        ("completions", 0, -1), ("samples", 0, -1), ("draw_pos", None, len(state["draws"]) + 1), ("draw_pos", None, -1),
         ("since_refresh", None, -1), ("task_ids", 1, arrays["task_ids"][0]), ("probabilities", 0, 1.5),
+        ("probabilities", 0, -0.5),
         # negative ids whose remainder names their own slot (-1 is the empty slot's mark)
-        ("task_ids", 0, -len(arrays["task_ids"])), ("task_ids", len(arrays["task_ids"]) - 1, -1)]
+        ("task_ids", 0, -pool), ("task_ids", pool - 1, -1)]
+    if state["draws"]:  # a pre-drawn slot index past the pool or below it
+        edits += [("draws", len(state["draws"]) - 1, pool), ("draws", 0, -1)]
     algorithm = config.algorithm
     if isinstance(algorithm, StagedProgressionConfig):
         counters = list(STAGE_COUNTERS)
         edits += [("stage_counters", counters.index("stage"), len(algorithm.stages)),
+                  ("stage_counters", counters.index("stage"), -1),
                   ("stage_counters", counters.index("window_count"), algorithm.window + 1),
+                  ("stage_counters", counters.index("window_count"), -1),
                   ("stage_counters", counters.index("window_pos"), algorithm.window),
+                  ("stage_counters", counters.index("window_pos"), -1),
                   ("stage_counters", counters.index("stage_episodes"), -1)]
     if isinstance(algorithm, LearningProgressConfig):
-        edits += [("lp_label_usefulness", int(arrays["lp_label"][0]) - 1, 1.5), ("lp_admission_failure", 0, 1.5),
+        label = int(arrays["lp_label"][0]) - 1
+        edits += [("lp_label_usefulness", label, 1.5), ("lp_label_usefulness", label, -0.5),
+                  ("lp_admission_failure", 0, 1.5), ("lp_admission_failure", 0, -0.5),
                   ("lp_label", 0, len(arrays["lp_label_usefulness"]) + 1), ("lp_label", 0, -1),
                   ("lp_label_retries", 0, -1)]
     altered = []
@@ -618,6 +628,12 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
             holder[name][index] = value
             where = f"{name}[{index}]={value!r} (saved {(arrays if name in arrays else state)[name][index]!r})"
         altered.append((where, changed))
+    changed = copy.deepcopy(state)  # a distribution that still sums to 1, with a negative chance in it
+    chances = changed["probabilities"]
+    chances[1] += chances[0] + 0.5
+    chances[0] = -0.5
+    altered.append((f"probabilities[:2]={chances[:2]!r}, summing to 1 (saved {state['probabilities'][:2]!r})",
+                    changed))
     low, high = config.score_range
     for kept, cleared in (("score_sum", "last_score"), ("last_score", "score_sum")):  # a score without a completion
         changed = copy.deepcopy(state)

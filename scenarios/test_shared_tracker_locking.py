@@ -28,6 +28,7 @@ import threading
 import time
 import traceback
 from collections import Counter
+from fractions import Fraction
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any
@@ -943,6 +944,7 @@ def test_a_checkpoint_restored_right_after_a_writer_was_killed_is_what_the_curri
 
 BAD_INPUTS = (  # (task id or None for a handed-out one, score): each must be refused by name
     (None, float("nan")), (None, -0.5), (None, 1.5), (None, "0.5"), (10**9, 0.5), (-3, 0.5), ("1", 0.5),
+    (None, 10**400), (None, Fraction(-(10**400), 3)),  # real numbers no float holds
 )
 
 
