@@ -37,6 +37,7 @@ import numpy as np
 import pytest
 
 from curriculum import (
+    AgentCountError,
     BucketedTaskGenerator,
     Curriculum,
     CurriculumConfig,
@@ -427,6 +428,25 @@ def test_an_env_off_the_vectors_buffers_is_refused_by_name(name: str) -> None:
     env = type(f"Own{name.title()}", (_OwnBuffer,), {"own": name})
     with pytest.raises(EnvContractError, match=f"`{name}` buffer"):
         _serial_vector(env=env)
+
+
+@pytest.mark.parametrize("agents", [0, -1, True, 1.5, "2", None, np.int64(0)])
+def test_an_env_whose_agent_count_is_outside_its_domain_is_refused_by_name(agents: Any) -> None:
+    """`num_agents` is an integer >= 1 (an env of no agents never ends an episode): another value
+    is refused with `AgentCountError` naming it, even when the env's buffers were cut to match."""
+    env = ExactAccountingEnv()
+    env.num_agents = agents
+    if isinstance(agents, int) and not isinstance(agents, bool) and agents >= 0:
+        for name in BUFFER_NAMES:  # buffers of as many rows as it claims agents
+            setattr(env, name, getattr(env, name)[:agents])
+        env.masks = env.masks[:agents]
+    curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2}),
+                                             algorithm=UniformConfig()))
+    try:
+        with pytest.raises(AgentCountError, match="num_agents"):
+            CurriculumEnv(env, curriculum).close()
+    finally:
+        curriculum.close()
 
 
 # (`terminals` is checked the same way, at an episode's end or a reset; a run whose env rebinds
