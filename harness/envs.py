@@ -356,8 +356,8 @@ class ExactAccountingEnv(_HarnessEnv):
     read at the agent's done step it is its return, read later it is not). `infos`
     (constructor, `INFO_FORMATS`): a list, or one dict at every step (`exact_accounting/step`
     on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
-    (zero), the keys of the ended episode's info; or "log", `[log]` at every step, one dict for
-    the env's life in which the env replaces the keys it wrote the step before by this step's
+    (zero), the keys of the ended episode's info; or "log", one list `[log]` returned at every
+    step, one dict for the env's life in which the env replaces the keys it wrote the step before by this step's
     (the step number, or the episode's info) and leaves any other key as it finds it, as an
     env that keeps a running log does. `rewards` (constructor, `REWARD_WRITES`):
     `at_end` writes each agent's return at its done step only and nothing else (no after-done
@@ -407,6 +407,7 @@ class ExactAccountingEnv(_HarnessEnv):
             raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
         self._dict_infos = infos == "dict"
         self._log: dict[str, Any] | None = {} if infos == "log" else None
+        self._log_list: list[dict[str, Any]] = [self._log] if self._log is not None else []
         self._log_keys: tuple[str, ...] = ()
         if done_flags not in DONE_FLAG_MODES:
             raise ValueError(f"Expected `done_flags` to be one of {DONE_FLAG_MODES!r}, received {done_flags!r}")
@@ -491,13 +492,14 @@ class ExactAccountingEnv(_HarnessEnv):
         return self._no_info()
 
     def _logged(self, info: dict[str, Any]) -> list[dict[str, Any]]:
-        """`info` written into the env's one log dict (its keys of the step before removed)."""
+        """`info` written into the env's one log dict (its keys of the step before removed),
+        returned in the env's one list: an env that keeps both for its life."""
         log = self._log
         for key in self._log_keys:
             log.pop(key, None)
         log.update(info)
         self._log_keys = tuple(info)
-        return [log]
+        return self._log_list
 
     @property
     def reward_per_step(self) -> float:

@@ -19,6 +19,8 @@ from __future__ import annotations
 import inspect
 import math
 import random
+from fractions import Fraction
+from numbers import Real
 from typing import Any
 
 import gymnasium
@@ -292,8 +294,9 @@ def _assert_step_refused_until_reset(env, seed: int) -> None:
 
 
 #: What a `score_fn` returns in the centralized-tracking check: scores in and out of the range,
-#: and results that are no score at all.
-_RESULTS = (0.5, 1.0, math.nan, math.inf, -math.inf, 1.5, -0.25, True, False, np.bool_(True), "0.5", None)
+#: of every kind of real number (numpy scalars, fractions), and results that are no score at all.
+_RESULTS = (0.5, 1.0, math.nan, math.inf, -math.inf, 1.5, -0.25, np.float32(0.5), np.float64(0.25), np.int64(1),
+            Fraction(1, 3), np.float32(1.5), np.int64(-1), True, False, np.bool_(True), "0.5", None)
 
 
 def test_a_wrapper_that_leaves_recording_to_the_main_process_refuses_a_score_out_of_range(
@@ -326,8 +329,7 @@ def test_a_wrapper_that_leaves_recording_to_the_main_process_refuses_a_score_out
     # the range the curriculum declares (its config's), else any number: NaN is never a score
     low, high = getattr(getattr(curriculum, "config", None), "score_range", None) or (-math.inf, math.inf)
     def is_score(value: Any) -> bool:
-        return isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, (bool, np.bool_)) \
-            and low <= value <= high
+        return isinstance(value, Real) and not isinstance(value, (bool, np.bool_)) and low <= value <= high
 
     wrong = {name: outcome for (name, outcome), score in zip(outcomes.items(), _RESULTS)
              if outcome != ("sent" if is_score(score) else "refused")}
