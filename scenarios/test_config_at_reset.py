@@ -120,8 +120,9 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
     then (one in `LIMITS.fail_every_record`: the episode is dropped, neither recorded nor
     counted by the wrapper), when its score leaves the score range (refused with
     `InvalidScoreError` and dropped likewise, never clipped), and when an episode is abandoned
-    by `reset()` after its first step (every `LIMITS.abandon_every`-th). The env's own resets
-    get a seed only from the loop's `reset(seed=)`: an auto-reset never reseeds it."""
+    by `reset()` after its first step (every `LIMITS.abandon_every`-th). After an episode end
+    that failed, `step()` is refused until `reset()`. The env's own resets get a seed only from
+    the loop's `reset(seed=)`: an auto-reset never reseeds it."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5, 8], "reward_per_step": [0.25, 0.5, 1.0]}, label="exact", seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="single env")
@@ -154,6 +155,7 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
             obs, _, terminals, truncations, infos = env.step(actions)
         except (RuntimeError, InvalidScoreError) as error:  # the episode ended; it or the next start failed
             refused += isinstance(error, (InvalidScoreError, RecordFailed)) and _out_of_range(current)
+            _assert_step_refused_until_reset(env, scenario_seed, actions)
             obs, terminals, truncations = reset(), [True], [False]
         else:
             watcher.observe(infos)
@@ -250,12 +252,12 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
                 obs, _, terminated, truncated, info = env.step(0)
             except DrawFailed:  # the episode ended and was recorded; the next reset() draws again
                 ended = True
-                _assert_step_refused_until_reset(env, scenario_seed)
+                _assert_step_refused_until_reset(env, scenario_seed, 0)
                 break
             except (RecordFailed, InvalidScoreError):  # the episode ended and was dropped; the next reset() draws
                 refused += _out_of_range(min(configs))
                 ended = True
-                _assert_step_refused_until_reset(env, scenario_seed)
+                _assert_step_refused_until_reset(env, scenario_seed, 0)
                 break
             watcher.observe(info)
             ended = terminated or truncated
@@ -280,17 +282,19 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     _assert_out_of_range_scores_refused(refused, scored, scenario_seed)
 
 
-def _assert_step_refused_until_reset(env, seed: int) -> None:
-    """After an episode end that failed (its record, its score or the next draw), the episode is
-    over: a `step()` before `reset()` must be refused, not run on (nor record anything)."""
+def _assert_step_refused_until_reset(env, seed: int, action: Any) -> None:
+    """After an episode end that failed (its record, its score, the next draw or the env's next
+    start), the episode is over: a `step()` before `reset()` must be refused, not run on (nor
+    credit the ended task again)."""
+    name = type(env).__name__
     try:
-        env.step(0)
+        env.step(action)
     except EpisodeNotStartedError:
         return
     except Exception as error:  # noqa: BLE001 - reported below
-        pytest.fail(f"GymCurriculumEnv: step() after a failed episode end raised {type(error).__name__}: {error}, "
+        pytest.fail(f"{name}: step() after a failed episode end raised {type(error).__name__}: {error}, "
                     f"expected EpisodeNotStartedError (call reset() first), seed {seed}")
-    pytest.fail(f"GymCurriculumEnv: step() after a failed episode end ran on instead of asking for reset(), seed {seed}")
+    pytest.fail(f"{name}: step() after a failed episode end ran on instead of asking for reset(), seed {seed}")
 
 
 #: What a `score_fn` returns in the centralized-tracking check: scores in and out of the range,
