@@ -274,6 +274,8 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("worker_timeout None or finite > 0, vector", lambda v: _serial_vector(worker_timeout=v), None,
      (None, 1e-3, 30), NOT_TIMEOUTS),
     ("score_fn None or callable, vector", lambda v: _serial_vector(score_fn=v), None, (None, max), (1, "mean")),
+    ("backend 'Serial' or 'Multiprocessing', vector", lambda v: _serial_vector(backend=v, tracking="centralized"), None,
+     ("Serial", "Multiprocessing"), ("serial", "Ray", "Native", None, 1)),
     ("tracking 'shared' or 'centralized', vector", lambda v: _serial_vector(tracking=v), None,
      ("shared", "centralized"), ("Shared", "", None, 1, "ray")),
     ("num_workers None or dividing num_envs, vector", lambda v: _serial_vector(num_envs=4, num_workers=v), None,
