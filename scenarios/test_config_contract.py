@@ -276,6 +276,8 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("score_fn None or callable, vector", lambda v: _serial_vector(score_fn=v), None, (None, max), (1, "mean")),
     ("backend 'Serial' or 'Multiprocessing', vector", lambda v: _serial_vector(backend=v, tracking="centralized"), None,
      ("Serial", "Multiprocessing"), ("serial", "Ray", "Native", None, 1)),
+    ("zero_copy a bool, vector", lambda v: _serial_vector(zero_copy=v), None, (True, False), (0, 1, "False", None)),
+    ("overwork a bool, vector", lambda v: _serial_vector(overwork=v), None, (True, False), (0, 1, "False", None)),
     ("tracking 'shared' or 'centralized', vector", lambda v: _serial_vector(tracking=v), None,
      ("shared", "centralized"), ("Shared", "", None, 1, "ray")),
     ("num_workers None or dividing num_envs, vector", lambda v: _serial_vector(num_envs=4, num_workers=v), None,
