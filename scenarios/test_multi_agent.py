@@ -137,6 +137,13 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
                                             num_envs=LIMITS.num_envs, seed=scenario_seed,
                                             stats_interval=LIMITS.stats_interval, **vec_options)
             try:
+                batch = LIMITS.num_envs // 2 if asynchronous else LIMITS.num_envs
+                counts = {name: getattr(vecenv, name, None) for name in ("num_agents", "agents_per_batch")}
+                expected = {"num_agents": LIMITS.num_envs * LIMITS.num_agents,
+                            "agents_per_batch": batch * LIMITS.num_agents}  # what a trainer sizes its state by
+                assert counts == expected, (
+                    f"{context}: the vector reports {counts}, expected {expected} ({LIMITS.num_envs} envs of "
+                    f"{LIMITS.num_agents} agents, batches of {batch} envs), seed {scenario_seed}")
                 vecenv.reset(seed=scenario_seed)
                 actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
                 reset_midway = False
