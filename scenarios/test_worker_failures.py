@@ -116,6 +116,8 @@ LAYOUTS = {
     # trainer's own work between steps the three survivors always have a batch ready, and
     # nothing ever waits on the dead one
     "async-any": {"num_workers": LIMITS.num_envs, "batch_size": 2, "zero_copy": False},
+    # batches of one worker (each batch is whichever worker's turn it is)
+    "async-one": {"num_workers": LIMITS.num_envs, "batch_size": 1},
 }
 PAUSES = {"async-any": LIMITS.trainer_pause}
 STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
@@ -127,8 +129,12 @@ STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), ("killed", "reset")]
 
 
-@pytest.mark.parametrize("layout", list(LAYOUTS))
-@pytest.mark.parametrize(("fault", "then"), FAULTS, ids=["-".join(f) for f in FAULTS])
+#: (fault, then, layout): every fault in the main layouts; batches of one worker, killed and stopped
+CASES = [(*fault, layout) for layout in ("sync", "async", "async-any") for fault in FAULTS] + \
+    [("killed", "step", "async-one"), ("stopped", "step", "async-one")]
+
+
+@pytest.mark.parametrize(("fault", "then", "layout"), CASES, ids=["-".join(case) for case in CASES])
 def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, require_capability, scenario_seed,
                                                           fault, then, layout) -> None:
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,

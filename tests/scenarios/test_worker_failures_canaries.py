@@ -29,8 +29,7 @@ def _run(fault: str, then: str = "step", layout: str = "sync") -> None:
                                                                  layout)
 
 
-@pytest.mark.parametrize("layout", list(suite.LAYOUTS))
-@pytest.mark.parametrize(("fault", "then"), suite.FAULTS)
+@pytest.mark.parametrize(("fault", "then", "layout"), suite.CASES)
 def test_the_suite_passes_the_built_in_vector(fault: str, then: str, layout: str) -> None:
     _run(fault, then, layout)
 
