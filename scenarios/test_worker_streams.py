@@ -27,7 +27,8 @@ import multiprocessing as mp
 import numpy as np
 import pytest
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, GymCurriculumEnv, LearningProgressConfig, UniformConfig
+from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, GymCurriculumEnv, LearningProgressConfig,
+                        SingleTaskGenerator, UniformConfig)
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
@@ -231,3 +232,24 @@ def test_config_seed_and_worker_seed_both_count(curriculum_factory, require_capa
             assert same == (config_seed, worker_seed), (
                 f"config seed {config_seed} reseeded with {worker_seed} draws {list(drawn[:8])}..., the same "
                 f"{LIMITS.stream_draws} tasks as config seed {same[0]} reseeded with {same[1]}, seed {scenario_seed}")
+
+
+@pytest.mark.parametrize("tracking", ["shared", "centralized"])
+def test_a_vector_reset_seeds_env_i_with_the_given_seed_plus_i(tracking: str) -> None:
+    """`reset(seed=s)` of a vector, whatever seed it was built with, starts env i from seed
+    s + i (pufferlib's convention), every time it is called: a trainer that reseeds its vector
+    per run replays that run's env streams."""
+    curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2}),
+                                             algorithm=UniformConfig(), num_active_tasks=4))
+    vecenv = make_curriculum_vecenv(_env, curriculum, backend="Serial", tracking=tracking, num_envs=3, seed=7)
+    try:
+        envs = [wrapper.env for wrapper in vecenv.vecenv.envs]
+        for seed in (100, 200):
+            vecenv.reset(seed=seed)
+            received = [env.reset_seeds[-1] for env in envs]
+            assert received == [seed + i for i in range(len(envs))], (
+                f"{tracking} tracking: reset(seed={seed}) of a vector built with seed=7 reset its envs with seeds "
+                f"{received}, expected {[seed + i for i in range(len(envs))]}")
+    finally:
+        vecenv.close()
+        curriculum.close()
