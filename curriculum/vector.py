@@ -900,7 +900,8 @@ def make_curriculum_vecenv(
         tracking: "shared" or "centralized" (see the module docstring), or "ray".
         num_envs: envs in the vector, in [1, `MAX_NUM_ENVS`].
         num_workers: worker processes (Multiprocessing); must divide `num_envs`. Default
-            `default_num_workers(num_envs, batch_size=...)`: as many as fit the physical cores.
+            `default_num_workers(num_envs, batch_size=...)`: as many as fit the physical cores
+            (with `overwork=True`, as many as fit `num_envs`: `cores=num_envs`).
         seed: integer >= 0; env i gets `seed + i` (and reseeds its process's curriculum handle).
         score_fn, stats_interval: passed to every `CurriculumEnv` (and the main recorder).
         worker_timeout: seconds a live worker may take for one step or reset before

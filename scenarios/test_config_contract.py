@@ -57,7 +57,7 @@ from curriculum import (
 )
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE
 from curriculum.env import BUFFER_NAMES
-from curriculum.vector import MAX_NUM_ENVS, default_num_workers
+from curriculum.vector import MAX_NUM_ENVS, default_num_workers, physical_cores
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 
 NAN, INF = math.nan, math.inf
@@ -405,6 +405,26 @@ def test_the_default_worker_count_is_the_documented_one() -> None:
     assert not wrong, (
         f"default_num_workers(num_envs, batch_size=, cores=) differs from its definition in {len(wrong)} cases, "
         f"first (num_envs, batch_size, cores, got, expected): {wrong[:5]}")
+
+
+@pytest.mark.parametrize(("num_envs", "batch_size", "overwork"), [(4, None, True), (4, 2, True), (4, None, False)])
+def test_a_vector_built_without_a_worker_count_gets_the_documented_one(num_envs: int, batch_size: int | None,
+                                                                        overwork: bool) -> None:
+    """A Multiprocessing vector built without `num_workers` runs `default_num_workers` of them,
+    over the physical cores, or over `num_envs` with `overwork=True` (as its docstring says)."""
+    cores = num_envs if overwork else physical_cores()
+    expected = default_num_workers(num_envs, batch_size=batch_size, cores=cores)
+    curriculum = Curriculum(_curriculum(), shared_memory=True)
+    vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend="Multiprocessing", num_envs=num_envs,
+                                    overwork=overwork, **({"batch_size": batch_size} if batch_size else {}))
+    try:
+        workers = len(vecenv.vecenv.processes)
+    finally:
+        vecenv.close()
+        curriculum.close()
+    assert workers == expected, (
+        f"make_curriculum_vecenv(num_envs={num_envs}, batch_size={batch_size}, overwork={overwork}) started "
+        f"{workers} worker processes, expected default_num_workers(..., cores={cores}) = {expected}")
 
 
 class _OwnBuffer(ExactAccountingEnv):
