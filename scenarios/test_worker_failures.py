@@ -266,6 +266,17 @@ def _env_ignoring_sigterm(buf=None, seed=0):
     return _env(buf=buf, seed=seed)
 
 
+def _env_cleaning_up_on_sigterm(buf=None, seed=0):
+    """An env that cleans up when SIGTERM comes (a simulator flushing its logs), for a fifth of
+    the grace period, then exits with 0."""
+    if os.getpid() != _TEST_PROCESS:
+        def clean_up(signum, frame):
+            time.sleep(LIMITS.stop_grace / 5)
+            os._exit(0)
+        signal.signal(signal.SIGTERM, clean_up)
+    return _env(buf=buf, seed=seed)
+
+
 def _ignores_sigterm(pid: int) -> bool:
     with open(f"/proc/{pid}/status") as status:
         mask = next(line for line in status if line.startswith("SigIgn:")).split()[1]
@@ -274,7 +285,8 @@ def _ignores_sigterm(pid: int) -> bool:
 
 #: Envs that make closing hard: what `close()` must raise (None: nothing), and the env.
 HARD_TO_CLOSE = {"close fails": ("could not release its renderer", _env_close_fails),
-                 "ignores SIGTERM": (None, _env_ignoring_sigterm)}
+                 "ignores SIGTERM": (None, _env_ignoring_sigterm),
+                 "cleans up on SIGTERM": (None, _env_cleaning_up_on_sigterm)}
 
 
 @pytest.mark.parametrize("env", sorted(HARD_TO_CLOSE))
@@ -284,7 +296,8 @@ def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory,
     (it closes its driver env first and stops the workers after; the env's error reaches the
     caller), and when the workers' env ignores SIGTERM (they are killed once the grace period,
     shortened here, ran out: one period for all of them, `close()` returns within it plus
-    `LIMITS.stop_slack`). No worker process is left running."""
+    `LIMITS.stop_slack`). An env that cleans up on SIGTERM within the grace period gets to
+    finish (its workers exit with 0, never killed). No worker process is left running."""
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     raises, make_env = HARD_TO_CLOSE[env]
@@ -298,7 +311,14 @@ def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory,
     try:
         vecenv.reset(seed=scenario_seed)
         assert "error" not in _steps_until_error(vecenv, LIMITS.steps_before, [0])
-        if raises is None:
+        if env == "cleans up on SIGTERM":
+            vecenv.close()
+            codes = [p.exitcode for p in processes]
+            assert codes == [0] * len(processes), (
+                f"close() ended workers whose env cleans up on SIGTERM in {LIMITS.stop_grace / 5:.2f} s with exit "
+                f"codes {codes} (0 each expected: the grace period of {LIMITS.stop_grace} s lets them finish), "
+                f"seed {scenario_seed}")
+        elif raises is None:
             assert all(_ignores_sigterm(p.pid) for p in processes), "the workers' env did not take effect"
             began = time.monotonic()
             vecenv.close()
