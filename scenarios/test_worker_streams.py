@@ -253,3 +253,32 @@ def test_a_vector_reset_seeds_env_i_with_the_given_seed_plus_i(tracking: str) ->
     finally:
         vecenv.close()
         curriculum.close()
+
+
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+@pytest.mark.parametrize("end", ["terminal", "truncated"])
+def test_a_vector_returns_the_end_flags_its_envs_wrote(backend: str, end: str) -> None:
+    """Every episode of these envs ends one way (a terminal state, or a time limit): the
+    terminals and truncations a vector step returns are the env's, each in its own array (a
+    trainer bootstraps a truncated episode's value and not a terminated one's)."""
+    curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25, "end": end}),
+                                             algorithm=UniformConfig(), num_active_tasks=4),
+                            shared_memory=backend == "Multiprocessing")
+    options = {"num_workers": 2, "overwork": True} if backend == "Multiprocessing" else {}
+    vecenv = make_curriculum_vecenv(_env, curriculum, backend=backend, tracking="shared", num_envs=4, seed=0,
+                                    **options)
+    flags = {"terminal": 0, "truncated": 0}
+    try:
+        vecenv.reset(seed=0)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        for _ in range(6):
+            _, _, terminals, truncations, _ = vecenv.step(actions)
+            flags["terminal"] += int(np.count_nonzero(terminals))
+            flags["truncated"] += int(np.count_nonzero(truncations))
+    finally:
+        vecenv.close()
+        curriculum.close()
+    other = "truncated" if end == "terminal" else "terminal"
+    assert flags[end] > 0 and flags[other] == 0, (
+        f"{backend}: envs whose episodes all end {end} (2 steps each, 4 envs, 6 steps) came back with {flags} "
+        f"flags set: {end} ones expected, and no {other} one")
