@@ -589,8 +589,8 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
     """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
     twice in the pool or below 0, shares and rates above 1 or below 0, a sampling distribution with a
-    negative chance, a stage its stage changes cannot reach, a slot without completions that holds
-    a score sum or a last score."""
+    negative chance, a last score outside the score range, a stage its stage changes cannot reach,
+    a slot without completions that holds a score sum or a last score."""
     arrays = state["arrays"]
     pool = len(arrays["task_ids"])
     edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value): each range left on both sides
@@ -635,6 +635,11 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
     altered.append((f"probabilities[:2]={chances[:2]!r}, summing to 1 (saved {state['probabilities'][:2]!r})",
                     changed))
     low, high = config.score_range
+    played = next(slot for slot, count in enumerate(arrays["completions"]) if count > 0)
+    for last in (high + (high - low), low - (high - low)):  # a last score outside the score range
+        changed = copy.deepcopy(state)
+        changed["arrays"]["last_score"][played] = last
+        altered.append((f"last_score[{played}]={last!r}, score range {config.score_range}", changed))
     for kept, cleared in (("score_sum", "last_score"), ("last_score", "score_sum")):  # a score without a completion
         changed = copy.deepcopy(state)
         changed["arrays"]["completions"][0] = 0
