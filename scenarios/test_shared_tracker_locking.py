@@ -38,6 +38,7 @@ import pytest
 
 from curriculum import (
     Curriculum,
+    CurriculumClosedError,
     CurriculumConfig,
     CurriculumConfigError,
     CurriculumError,
@@ -1171,6 +1172,29 @@ def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factor
             f"{time.monotonic() - started:.1f} s (the closed one took its lock), seed {scenario_seed}")
     finally:
         later.close()
+
+
+@pytest.mark.parametrize("algorithm", ["learning_progress", "uniform"])
+def test_a_closed_local_curriculum_refuses_every_call_by_name(uses_builtin_curriculum, require_capability,
+                                                               scenario_seed, algorithm) -> None:
+    """A closed curriculum of one process (no shared tracker) refuses an update, a draw and
+    every read with `CurriculumClosedError` naming the call, as a shared one does, whether or
+    not its batch of pre-drawn tasks was used up."""
+    require_capability(uses_builtin_curriculum, "`CurriculumClosedError` is the built-in curriculum's refusal")
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="local")),
+                              algorithm=UniformConfig() if algorithm == "uniform" else LearningProgressConfig(),
+                              num_active_tasks=4, seed=scenario_seed)
+    closed = Curriculum(config)
+    task = closed.get_task()
+    closed.update_task_performance(task.task_id, 0.5)
+    closed.close()
+    calls = {"update_task_performance": (task.task_id, 0.5), "get_task": (), "stats": (), "active_tasks": (),
+             "sampling_probabilities": (), "task_scores": (), "get_state": (), "reseed": (1,)}
+    wrong = {name: repr(error) for name, args in calls.items()
+             if not isinstance(error := _call_error(getattr(closed, name), *args), CurriculumClosedError)
+             or name not in str(error)}
+    assert not wrong, (f"{algorithm}: calls through a closed local curriculum that were not refused with "
+                       f"CurriculumClosedError naming the call: {wrong}, seed {scenario_seed}")
 
 
 def _create_and_vanish(config: CurriculumConfig, conn) -> None:
