@@ -351,9 +351,9 @@ def _as_curriculum_config(built: Any) -> CurriculumConfig | None:
     return None
 
 
-_LARGEST_RUN_POOL = 1024
-"""Pools above this size are only built by the domain check, not run local and shared (the
-largest takes minutes to fill)."""
+_LARGEST_RUN_POOL, _LARGEST_RUN_MEMORY = 1024, 100_000
+"""Pools and configuration memories above these sizes are only built by the domain check, not
+run local and shared (the largest pool takes minutes to fill)."""
 _CONFIG_DOMAINS = [row for row in DOMAINS if _as_curriculum_config(row[1](row[3][0])) is not None]
 
 
@@ -365,7 +365,8 @@ def test_every_accepted_config_runs_local_and_shared(what, build, attribute, acc
     that passed a one-process test fail once the run is scaled out."""
     for value in accepted:
         config = _as_curriculum_config(build(value))
-        if config.num_active_tasks > _LARGEST_RUN_POOL:
+        memory = getattr(config.algorithm, "config_memory", 0)
+        if config.num_active_tasks > _LARGEST_RUN_POOL or memory > _LARGEST_RUN_MEMORY:
             continue
         for shared in (False, True):
             try:

@@ -129,9 +129,9 @@ STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), ("killed", "reset")]
 
 
-#: (fault, then, layout): every fault in the main layouts; batches of one worker, killed and stopped
+#: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker
 CASES = [(*fault, layout) for layout in ("sync", "async", "async-any") for fault in FAULTS] + \
-    [("killed", "step", "async-one"), ("stopped", "step", "async-one")]
+    [("killed", "step", "async-one")]
 
 
 @pytest.mark.parametrize(("fault", "then", "layout"), CASES, ids=["-".join(case) for case in CASES])
