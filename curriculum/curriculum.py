@@ -226,8 +226,11 @@ class Curriculum:
             elif (self._evictable[slot] == task_id and completions >= self._min_presentations
                   and self._algorithm.score_at(slot) <= self._eviction_threshold):
                 self._evict(slot, task_id)
+        except BaseException:  # a section that failed half-way (an error, Ctrl-C) leaves nothing behind
+            lock.abort()
+            raise
         finally:
-            lock.release()
+            lock.release()  # a no-op after abort()
         self._since_refresh += 1
         if self._since_refresh >= self._refresh_interval:
             self._refresh()

@@ -167,8 +167,8 @@ class TaskMemoryBackend(ABC):
     @property
     @abstractmethod
     def lock(self) -> Any:
-        """An object with `acquire()`, `release()`, `touch(slot)`, `touch_globals()` and
-        context-manager use."""
+        """An object with `acquire()`, `release()`, `abort()`, `touch(slot)`, `touch_globals()`
+        and context-manager use (a section left by an exception is aborted, not committed)."""
 
     @property
     def is_shared(self) -> bool:
@@ -375,7 +375,8 @@ class _Segment:
 class _SegmentLock:
     """The block's cross-process lock: an `flock` on the block's own file, with a timeout.
 
-    Taking it opens a transaction (rolling back a dead holder's first); releasing it commits.
+    Taking it opens a transaction (rolling back a dead holder's first); releasing it commits,
+    and `abort()` (or leaving a `with` section by an exception) rolls it back and releases.
     Like an flock, taking it again while holding it, or releasing it while not holding it, does
     nothing. A live holder that never releases makes `acquire` raise `LockTimeoutError` after
     `timeout` seconds instead of hanging. The timeout counts from the last commit anyone made:
@@ -490,8 +491,11 @@ class _SegmentLock:
     def __enter__(self) -> None:
         self.acquire()
 
-    def __exit__(self, *exc: object) -> None:
-        self.release()
+    def __exit__(self, exc_type: type[BaseException] | None, *exc: object) -> None:
+        if exc_type is None:
+            self.release()
+        else:  # the section failed half-way: undo its writes, so no reader ever sees them
+            self.abort()
 
     def _after_fork(self) -> None:
         if self._fd >= 0:

@@ -228,6 +228,31 @@ def _reduce(key: str, values: list[float]) -> int | float:
     return float(math.fsum(values) / len(values))
 
 
+def _is_real(value: Any) -> bool:
+    """A real number `float()` takes: Python and numpy numbers, 0-d arrays and tensors (no
+    bool, text or sequence)."""
+    if isinstance(value, (bool, np.bool_, str, bytes)) or getattr(value, "ndim", 0) != 0:
+        return False
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _numbers_of(argument: str, key: Any, values: Any) -> list[Any]:
+    """`values` as a list, refused by name unless `key` is a str and each value a real number."""
+    if not isinstance(key, str) or isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
+        raise CurriculumConfigError(f"Expected `{argument}` to map stat keys to lists of numbers, "
+                                    f"received {key!r}: {values!r}")
+    values = list(values)
+    for value in values:
+        if not _is_real(value):
+            raise CurriculumConfigError(f"Expected `{argument}` to hold real numbers, received {value!r} "
+                                        f"under {key!r}")
+    return values
+
+
 def _metric_name(key: str) -> str:
     return f"env_{key}"
 
@@ -243,17 +268,25 @@ def process_training_stats(
 
     Counters (`is_summed_stat`) are summed, gauges averaged, identifiers dropped; see the
     module docstring for the names. `losses` (optional) are reported as `losses/<name>`.
-    The result has plain Python numbers and sorted keys.
+    The result has plain Python numbers and sorted keys. `raw_stats` or `losses` holding
+    anything but real numbers under str keys is refused with `CurriculumConfigError`.
     """
     if isinstance(agent_step, bool) or not isinstance(agent_step, Integral) or agent_step < 0:
         raise CurriculumConfigError(f"Expected `agent_step` to be a non-negative integer, received {agent_step!r}")
     if isinstance(epoch, bool) or not isinstance(epoch, Integral) or epoch < 0:
         raise CurriculumConfigError(f"Expected `epoch` to be a non-negative integer, received {epoch!r}")
+    if not isinstance(raw_stats, Mapping):
+        raise CurriculumConfigError(f"Expected `raw_stats` to be a mapping of stat keys to lists of numbers "
+                                    f"(accumulate_rollout_stats), received {type(raw_stats).__name__}")
+    if losses is not None and not isinstance(losses, Mapping):
+        raise CurriculumConfigError(f"Expected `losses` to be None or a mapping of names to numbers, "
+                                    f"received {type(losses).__name__}")
     reduced: dict[str, int | float] = {}
     for key, values in raw_stats.items():
+        values = _numbers_of("raw_stats", key, values)
         if not values or key.rsplit("/", 1)[-1] in IDENTIFIER_STATS:
             continue
-        reduced[key] = _reduce(key, list(values))
+        reduced[key] = _reduce(key, values)
 
     out: dict[str, int | float] = {"metric/agent_step": int(agent_step), "metric/epoch": int(epoch)}
     for name, key in OVERVIEW_METRICS.items():
@@ -267,5 +300,7 @@ def process_training_stats(
     for key, value in reduced.items():
         out[_metric_name(key)] = value
     for name, value in (losses or {}).items():
+        if not isinstance(name, str) or not _is_real(value):
+            raise CurriculumConfigError(f"Expected `losses` to map names to real numbers, received {name!r}: {value!r}")
         out[f"losses/{name}"] = float(value)
     return dict(sorted(out.items()))

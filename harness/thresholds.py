@@ -188,6 +188,13 @@ class SharedTrackerLimits:
     change_attempts: int = 1000
     """Completions a stuck writer may make in its open update until one evicts a task (after
     the evicting history, seeds 0-19: 2-139) or advances the stage (about half the window)."""
+    killed_creator_unlinked: float = 10.0
+    """Seconds within which a SIGKILLed creator's tracker must be unlinked (measured: under 0.03 s)."""
+    busy_hold: float = 0.8
+    max_lag_after_release: float = 0.3
+    """Seconds a live holder keeps the lock busy, and how long after its release the writer
+    waiting on it may take to get it (measured: under 0.01 s; a back-off of 20 us doubling
+    without a cap sleeps from 0.66 s to 1.31 s, 0.5 s past the release)."""
     handovers: int = 2
     handover_every: float = 0.3
     """Times a holder hands the lock on (to itself, at once) before it gets stuck, and the
@@ -455,11 +462,21 @@ class EnvWrapperLimits:
     lp_forget_at: float = 0.5
     """Share of those episodes after which the learned tasks are forgotten (lost ground counts)."""
     rules_episodes: int = 2500
+    """Episodes of the run whose every completion and refresh is held to the documented rules of
+    learning progress."""
     rules_stats_every: int = 8
     """Episodes between two comparisons of `stats()`'s pool counts with the rules (stats() takes
     as long as a completion and a refresh together)."""
-    """Episodes of the run whose every completion and refresh is held to the documented rules of
-    learning progress."""
+    give_up_impossible: int = 19
+    give_up_pool: int = 16
+    give_up_history: int = 4000
+    """The run whose admissions nearly all fail: impossible tasks beside one learnable, its pool,
+    and the episodes after which it stops waiting for the learnable task's mastery (600-1900 at
+    seeds 0-7; never in 8000 at seed 52) before it stops at warm stagnant tasks in the pool."""
+    give_up_failure: float = 0.99
+    give_up_episodes: int = 1000
+    """The failed-admission rate it is then set to (its checkpoint edited; seed 2 reaches 0.95 by
+    itself), and the episodes that must then evict nothing."""
     counts_refresh_intervals: tuple[int, ...] = (5, 16)
     """Completions between refreshes in the check of the pool counts `stats()` reports (the
     documented-rules check reads them at a refresh every completion)."""

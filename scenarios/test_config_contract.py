@@ -29,6 +29,7 @@ held to its docstring over a grid of layouts and core counts.
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 from collections.abc import Callable
 from typing import Any
@@ -246,8 +247,10 @@ NOT_TIMEOUTS = (0, 0.0, -1.0, NAN, INF, True, "5")
 
 # the same columns as DOMAINS, for keyword options (nothing is read back)
 OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tuple[Any, ...]]] = [
-    ("shared_memory a bool", lambda v: _closed_curriculum(shared_memory=v), None, (False, True),
-     (0, 1, "yes", None)),
+    ("shared_memory a bool, local curriculum", lambda v: _closed_curriculum(shared_memory=v), None, (False,),
+     (0, "yes", None, np.bool_(False))),
+    ("shared_memory a bool, shared curriculum", lambda v: _closed_curriculum(shared_memory=v), None, (True,),
+     (1, "True", np.bool_(True))),
     ("lock_timeout None or finite > 0, local curriculum", lambda v: _closed_curriculum(lock_timeout=v), None,
      (None, 1e-3, 30), NOT_TIMEOUTS),
     ("lock_timeout None or finite > 0, shared curriculum",
@@ -349,6 +352,172 @@ def _as_curriculum_config(built: Any) -> CurriculumConfig | None:
     if isinstance(built, Stage):
         return CurriculumConfig(algorithm=_staged(stages=(built,)), num_active_tasks=4)
     return None
+
+
+def _wrapping(wrapper: type, make_env: Callable[[], Any], curriculum: Any) -> Any:
+    """`wrapper(make_env(), curriculum)`, closed again (the curriculum is the caller's)."""
+    wrapper(make_env(), curriculum).close()
+    return curriculum
+
+
+def _wrapping_env(wrapper: type, env: Any) -> Any:
+    """`wrapper(env, curriculum)` for the `env` argument: a zero-argument callable builds it."""
+    return _wrapped(wrapper, env if callable(env) else (lambda: env))
+
+
+def _vector_of(curriculum: Any) -> Any:
+    make_curriculum_vecenv(_exact_env, curriculum, backend="Serial", num_envs=2).close()
+    return curriculum
+
+
+def _vector_from(env_creator: Any) -> Any:
+    curriculum = Curriculum(_curriculum(algorithm=UniformConfig()))
+    try:
+        make_curriculum_vecenv(env_creator, curriculum, backend="Serial", num_envs=2).close()
+    finally:
+        curriculum.close()
+    return curriculum
+
+
+def _staged_broadcast() -> Any:
+    from curriculum.vector import StageBroadcast
+
+    return StageBroadcast()
+
+
+def _attached_to(*, name: Any = None, config: Any = None) -> Curriculum:
+    creator = Curriculum(_curriculum(), shared_memory=True)
+    try:
+        Curriculum.attach(creator.shared_memory_name if name is None else name,
+                          creator.config if config is None else config).close()
+    finally:
+        creator.close()
+    return creator
+
+
+class _Live:
+    """A value built when the row runs (a curriculum is a resource the row must close)."""
+
+    def __init__(self, what: str, build: Callable[[], Any]) -> None:
+        self.what, self.build = what, build
+
+    def __repr__(self) -> str:
+        return self.what
+
+
+# (what, build, accepted, refused, error): positional arguments and options whose refusal is
+# not a config error, or that take objects rather than numbers. A `_Live` value is built for
+# the row and closed after it.
+ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...], type[Exception]]] = [
+    ("curriculum a CurriculumProtocol, CurriculumEnv",
+     lambda v: _wrapping(CurriculumEnv, ExactAccountingEnv, v),
+     (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),),
+     (object(), None, _curriculum(), "curriculum"), CurriculumConfigError),
+    ("curriculum a CurriculumProtocol, GymCurriculumEnv",
+     lambda v: _wrapping(GymCurriculumEnv, GymExactAccountingEnv, v),
+     (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),),
+     (object(), None, _curriculum()), CurriculumConfigError),
+    ("curriculum a CurriculumProtocol, vector", _vector_of,
+     (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
+     (object(), None, _curriculum(algorithm=UniformConfig())), CurriculumConfigError),
+    ("env a PufferEnv, CurriculumEnv", lambda v: _wrapping_env(CurriculumEnv, v), (ExactAccountingEnv,),
+     (object(), None, GymExactAccountingEnv()), EnvContractError),
+    ("env a gymnasium.Env, GymCurriculumEnv", lambda v: _wrapping_env(GymCurriculumEnv, v), (GymExactAccountingEnv,),
+     (object(), None, ExactAccountingEnv()), CurriculumConfigError),
+    ("buf None or the vector's buffers, CurriculumEnv", lambda v: _puffer_env(buf=v), (None,),
+     (object(), [], "buf"), EnvContractError),
+    ("env_creator a callable, vector", _vector_from, (_exact_env,), (5, None, "env"), CurriculumConfigError),
+    ("make_curriculum_vecenv options only batch_size, zero_copy and overwork, vector", lambda v: _serial_vector(**v),
+     ({}, {"zero_copy": True}, {"overwork": False}), ({"zerocopy": True}, {"num_env": 2}, {"backend_kwargs": {}}),
+     CurriculumConfigError),
+    ("stage_source None or a StageSource, CurriculumEnv",
+     lambda v: _puffer_env(local_tracking=False, stage_source=v() if callable(v) else v),
+     (None, _staged_broadcast), (object(), 1, "stage"), CurriculumConfigError),
+    ("stage_source None or a StageSource, GymCurriculumEnv",
+     lambda v: _gym_env(local_tracking=False, stage_source=v() if callable(v) else v),
+     (None, _staged_broadcast), (object(), 1), CurriculumConfigError),
+    ("stage_source only with local_tracking=False, CurriculumEnv",
+     lambda v: _puffer_env(stage_source=v() if callable(v) else v), (None,), (_staged_broadcast,),
+     CurriculumConfigError),
+    ("stage_source only with local_tracking=False, GymCurriculumEnv",
+     lambda v: _gym_env(stage_source=v() if callable(v) else v), (None,), (_staged_broadcast,),
+     CurriculumConfigError),
+    ("config a CurriculumConfig, local curriculum", lambda v: Curriculum(v).close(), (_curriculum(),),
+     (None, _lp(), {"algorithm": "uniform"}, 1), CurriculumConfigError),
+    ("config a CurriculumConfig, shared curriculum", lambda v: Curriculum(v, shared_memory=True).close(),
+     (_curriculum(),), (None, _lp(), {"algorithm": "uniform"}), CurriculumConfigError),
+    ("config a CurriculumConfig, Curriculum.attach", lambda v: _attached_to(config=v), (None,),
+     (_lp(), {"algorithm": "uniform"}, 1), CurriculumConfigError),
+    ("name a shared tracker's file name, Curriculum.attach", lambda v: _attached_to(name=v), (None,),
+     (5, "a/b", b"name"), CurriculumConfigError),
+    ("raw_stats a mapping of stat keys to lists of numbers, process_training_stats",
+     lambda v: process_training_stats(v, agent_step=0, epoch=0),
+     ({}, {"score": [0.5, np.float32(1)]}, {"episodes": np.ones(3)}),
+     (None, [("score", [1.0])], {"score": "0.5"}, {"score": [None]}, {"score": ["1"]}, {3: [1.0]}),
+     CurriculumConfigError),
+    ("losses None or a mapping of names to numbers, process_training_stats",
+     lambda v: process_training_stats({}, agent_step=0, epoch=0, losses=v),
+     (None, {}, {"policy": 0.5, "value": np.float32(2), "entropy": np.array(0.25)}),
+     ([("policy", 0.5)], {"policy": "0.5"}, {"policy": None}, {"policy": True}, {1: 0.5}), CurriculumConfigError),
+]
+
+
+def _value(value: Any) -> Any:
+    return value.build() if isinstance(value, _Live) else value
+
+
+@pytest.mark.parametrize(("what", "build", "accepted", "refused", "error"), ARGUMENTS,
+                         ids=[d[0].split(",")[-1].strip().split(" ")[0] + "-" + _field_name(d[0]) for d in ARGUMENTS])
+def test_an_argument_accepts_its_domain_and_refuses_the_rest_by_name(what, build, accepted, refused, error) -> None:
+    """What the entry points take besides numbers (the env, the curriculum, a stage broadcast,
+    raw stats): a wrong kind of object is refused at once with the named error that says so,
+    never taken in to fail later with an AttributeError deep inside a run."""
+    name = _field_name(what)
+    for value in accepted:
+        built = _value(value)
+        try:
+            build(built)
+        except CurriculumConfigError as failure:
+            pytest.fail(f"{what}: {value!r} is in the documented domain but was refused: {failure}")
+        finally:
+            if isinstance(value, _Live):
+                built.close()
+    for value in refused:
+        try:
+            build(value)
+        except error as failure:
+            assert name in str(failure) or name.lower() in str(failure).lower(), (
+                f"{what}: {value!r} was refused, but the error does not name `{name}`: {failure}")
+            continue
+        except Exception as failure:  # noqa: BLE001 - any other error is the failure reported below
+            pytest.fail(f"{what}: {value!r} raised {type(failure).__name__} ({failure}), expected {error.__name__} "
+                        f"naming `{name}`")
+        pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
+
+
+# each entry point and the suffix its rows of OPTIONS and ARGUMENTS carry
+ENTRY_POINTS: list[tuple[Callable[..., Any], tuple[str, ...]]] = [
+    (Curriculum, ("local curriculum", "shared curriculum")),
+    (Curriculum.reseed, ("Curriculum.reseed",)),
+    (Curriculum.attach, ("Curriculum.attach",)),
+    (CurriculumEnv, ("CurriculumEnv",)),
+    (GymCurriculumEnv, ("GymCurriculumEnv",)),
+    (make_curriculum_vecenv, ("vector",)),
+    (process_training_stats, ("process_training_stats",)),
+]
+
+
+def test_every_argument_of_every_entry_point_has_its_domain_checked() -> None:
+    """Each parameter of each public entry point (a `**options` under the entry point's name)
+    has a row in `OPTIONS` or `ARGUMENTS` for every way it is called: an argument added, or a
+    refusal (a stage broadcast under local tracking) nobody listed, is a check no test can fail."""
+    rows = {(_field_name(what), what.rsplit(",", 1)[-1].strip()) for what, *_ in OPTIONS + ARGUMENTS}
+    missing = [f"{getattr(entry, '__qualname__', entry)}({parameter.name}) [{where}]"
+               for entry, places in ENTRY_POINTS
+               for parameter in inspect.signature(entry).parameters.values() if parameter.name != "self"
+               for where in places
+               if ((entry.__name__ if parameter.kind is parameter.VAR_KEYWORD else parameter.name), where) not in rows]
+    assert not missing, f"arguments whose documented domain no row of OPTIONS or ARGUMENTS checks: {missing}"
 
 
 _LARGEST_RUN_POOL, _LARGEST_RUN_MEMORY = 1024, 100_000

@@ -135,7 +135,7 @@ def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenari
 #: Every kind of value envs put in their infos, as a maker of one from a random stream: plain and
 #: numpy numbers (ints, floats of both widths, bools), sequences and arrays (counted as their
 #: mean: lists, tuples, arrays of 0, 1 and 2 dimensions, nested ones too), and what is no number
-#: (strings, None, empty lists and tuples).
+#: (strings, None, empty lists and tuples, and sequences holding any of those beside numbers).
 _VALUE_KINDS = (
     lambda rng: rng.randint(0, 5), lambda rng: rng.random() * 4, lambda rng: rng.random() < 0.5,
     lambda rng: np.float32(rng.random()), lambda rng: np.float64(rng.random() * 3), lambda rng: np.int64(rng.randint(0, 5)),
@@ -145,6 +145,8 @@ _VALUE_KINDS = (
     lambda rng: None, lambda rng: [], lambda rng: (), lambda rng: (rng.random(), rng.randint(0, 3)),
     lambda rng: ((rng.random(),), [rng.randint(0, 2), 1]), lambda rng: np.array(rng.random() * 2),
     lambda rng: np.array([[rng.randint(0, 3), 1], [rng.random(), 0]]),
+    lambda rng: [rng.random(), None], lambda rng: ["x", rng.randint(0, 3), rng.random()],
+    lambda rng: [rng.random(), []], lambda rng: (rng.randint(0, 2), (None,)), lambda rng: [[rng.random()], ["x"]],
 )
 #: Keys of the random infos: counters (a part among the pipeline's summed stats), gauges (some
 #: holding a counter's name inside a part: a counter is named by a whole part), and
@@ -577,6 +579,61 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
                                              "revisit stalled", "retry", "cold", "mastery", "eviction")
             if decided[rule] < (1 if rule in ("mastery", "eviction") else LIMITS.rules_min_steps)}
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
+
+
+_GIVE_UP = 0.95
+"""The failed-admission rate over which learning progress evicts nothing (its module docstring)."""
+
+
+def test_nothing_is_evicted_while_nearly_every_admission_fails(curriculum_factory, require_capability,
+                                                               scenario_seed) -> None:
+    """A pool of a mostly impossible space whose admissions nearly all fail (the failed-admission
+    rate over `_ADMISSION_GIVE_UP`, a state such runs reach) lets no task go, never-learned
+    ones included, as the module docstring says: each eviction would only trade a cold task
+    for another just as useless. The run checks that the rules without the give-up would have
+    evicted (warm stagnant tasks are there), so the check can fail."""
+    space = impossible_task_space(num_learnable=1, num_impossible=LIMITS.give_up_impossible, seed=scenario_seed)
+    config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                              num_active_tasks=LIMITS.give_up_pool, seed=scenario_seed, refresh_interval=1)
+    curriculum, tracker, arrays, _ = _followed(curriculum_factory, require_capability, config,
+                                               "the give-up is a rule of the built-in learning progress")
+    student = space.simulator
+
+    def would_evict() -> bool:  # by the rules with admissions succeeding
+        presented = (tracker.completions >= config.min_presentations).tolist()
+        below = dataclasses.replace(read_state(arrays), admission_failure=0.5)
+        return any(reference_eviction_candidates(below, config.algorithm, presented))
+
+    try:
+        for episode in range(1, 2 * LIMITS.give_up_history + 1):
+            task = curriculum.get_task()
+            curriculum.update_task_performance(task.task_id, student.sample_task(task.env_cfg["task_index"]))
+            # past the learnable task's mastery, if it comes (a mastery makes admissions worth trying again)
+            if (episode % 50 == 0 and (episode >= LIMITS.give_up_history or read_state(arrays).counters["mastery_events"])
+                    and would_evict()):
+                break
+        state = curriculum.get_state()
+        state["arrays"]["lp_admission_failure"][0] = LIMITS.give_up_failure
+        curriculum.load_state(state)
+        assert would_evict(), (
+            f"after {episode} episodes no warm stagnant task is in the pool: the rules would evict nothing even "
+            f"without the give-up, so this run checks nothing, seed {scenario_seed}")
+        evicted, checked = [], 0
+        for episode in range(LIMITS.give_up_episodes):
+            task = curriculum.get_task()
+            failure = arrays["lp_admission_failure"].item(0)  # as the refresh that shortlisted saw it
+            curriculum.update_task_performance(task.task_id, student.sample_task(task.env_cfg["task_index"]))
+            if episode == 0:
+                continue  # shortlisted by the checkpoint's own refresh, at its unedited rate
+            checked += failure > _GIVE_UP
+            if failure > _GIVE_UP and task.task_id not in tracker.task_ids.tolist():
+                evicted.append((episode, task.task_id, task.label, round(failure, 4)))
+        assert not evicted, (
+            f"{len(evicted)} tasks were evicted in {checked} episodes whose failed-admission rate was over "
+            f"{_GIVE_UP} (episode, task, label, rate: {evicted[:4]}); the documented rule evicts none while more "
+            f"than {_GIVE_UP:.0%} of admissions fail, seed {scenario_seed}")
+    finally:
+        curriculum.close()
 
 
 @pytest.mark.parametrize("refresh_interval", LIMITS.counts_refresh_intervals)

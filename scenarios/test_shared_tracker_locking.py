@@ -24,6 +24,8 @@ import queue as queue_module
 import random
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -543,6 +545,38 @@ def test_a_process_forked_while_the_lock_is_held_waits_for_it(curriculum_factory
         curriculum.close()
 
 
+def _hold_then_release(curriculum, ready, seconds: float, queue) -> None:
+    lock = curriculum.tracker.lock
+    lock.acquire()
+    ready.set()
+    time.sleep(seconds)
+    lock.release()
+    queue.put(time.monotonic())  # CLOCK_MONOTONIC: one clock for every process of the machine
+
+
+def test_a_waiter_takes_the_lock_as_soon_as_it_is_released(curriculum_factory, require_capability,
+                                                            scenario_seed) -> None:
+    """A writer that waited a while for a busy lock (a holder checkpointing a large pool) gets
+    it as soon as it is released, not after a back-off grown as long as the wait: every writer
+    of a busy run would otherwise idle for as long as it has already waited."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    children = _Children()
+    try:
+        queue, ready = CTX.Queue(), CTX.Event()
+        children.start(_hold_then_release, curriculum, ready, LIMITS.busy_hold, queue)
+        assert ready.wait(30), "the lock-holding process never took the lock"
+        task = curriculum.get_task()
+        curriculum.update_task_performance(task.task_id, 0.5)
+        done = time.monotonic()
+        released = queue.get(timeout=30)
+        assert done - released <= LIMITS.max_lag_after_release, (
+            f"a writer waiting on a lock held {LIMITS.busy_hold} s got it {done - released:.3f} s after its release, "
+            f"limit {LIMITS.max_lag_after_release} s, seed {scenario_seed}")
+    finally:
+        children.reap()
+        curriculum.close()
+
+
 def _relay_then_hold(curriculum, ready, relays: int, every: float, hold: float) -> None:
     """Take the lock, hand it on to itself `relays` times (released and taken again at once, as
     writers queueing for it do), then hold it for `hold` seconds (stuck)."""
@@ -1021,6 +1055,120 @@ def test_bad_input_from_any_process_leaves_the_lock_free(curriculum_factory, req
         curriculum.close()
 
 
+def _changed(array: np.ndarray) -> np.ndarray:
+    return array + (1 if array.dtype.kind in "iu" else 0.5)
+
+
+@pytest.mark.parametrize("history", ["uniform", "evicting", "staged"])
+def test_every_array_a_section_writes_is_rolled_back_and_never_seen_open(
+        uses_builtin_curriculum, curriculum_factory, require_capability, scenario_seed, history: str) -> None:
+    """Whatever array of the tracker's layout a section writes (each slot row after `touch`,
+    each rarely written array after `touch_globals`, every other one as is): another handle's
+    lock-free snapshot taken while the section is open shows none of it, and `abort()` undoes
+    all of it. An array the block's plan files under the wrong region is neither journaled
+    nor rolled back, which real updates reach only when they happen to write it."""
+    require_capability(uses_builtin_curriculum, "writes the built-in curriculum's tracker arrays directly")
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4,
+                                    evicting=history == "evicting", staged=history == "staged")
+    other = None
+    try:
+        for _ in range(40):
+            curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
+        backend = curriculum.tracker.backend
+        cold = set(curriculum._algorithm.cold_arrays)
+        before = curriculum.tracker.snapshot()
+        other = Curriculum.attach(curriculum.shared_memory_name, curriculum.config)
+        lock = backend.lock
+        lock.acquire()
+        try:
+            for name in backend.layout:
+                array = backend[name]
+                if name in backend.slot_arrays:
+                    for slot in (0, len(array) - 1):
+                        backend.touch(slot)
+                        array[slot] = _changed(array[slot])
+                else:
+                    if name in cold:
+                        backend.touch_globals()
+                    array[:] = _changed(array)
+            seen = other.tracker.snapshot()
+        finally:
+            lock.abort()
+        after = curriculum.tracker.snapshot()
+        for what, arrays in (("another handle's snapshot while the section was open", seen),
+                             ("the arrays after abort()", after)):
+            wrong = {name: _differences(arrays[name], before[name]) for name in before
+                     if not np.array_equal(arrays[name], before[name], equal_nan=True)}
+            assert not wrong, (f"{history}: a section wrote every array of the layout; {what} differ from the "
+                               f"committed state: {wrong}, seed {scenario_seed}")
+    finally:
+        if other is not None:
+            other.close()
+        curriculum.close()
+
+
+class _Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or any error) landing inside a locked section, after it wrote."""
+
+
+def _failing_after(call: Any) -> Any:
+    def failing(*args: Any, **kwargs: Any) -> Any:
+        call(*args, **kwargs)
+        raise _Interrupted("injected after the section's writes")
+    return failing
+
+
+@pytest.mark.parametrize("section", ["update_task_performance", "load_state"])
+def test_a_section_that_fails_half_way_leaves_nothing_behind(uses_builtin_curriculum, curriculum_factory,
+                                                             require_capability, scenario_seed, monkeypatch,
+                                                             section: str) -> None:
+    """An update, or a checkpoint restore, interrupted inside the lock after it wrote (Ctrl-C,
+    an error half-way): every shared array is what it was before the call (no reader ever sees
+    half a section) and the lock is free at once for another handle, whose update counts."""
+    require_capability(uses_builtin_curriculum, "interrupts the built-in curriculum's own locked sections")
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, evicting=True,
+                                    lock_timeout=LIMITS.lock_timeout)  # a leaked lock is a stuck holder
+    other = None
+    try:
+        for _ in range(LIMITS.pool * 4):
+            curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
+        checkpoint = curriculum.get_state()
+        for _ in range(LIMITS.pool):
+            curriculum.update_task_performance(curriculum.get_task().task_id, 1.0)
+        before, completions = curriculum.tracker.snapshot(), curriculum.stats()["total_completions"]
+        if section == "update_task_performance":
+            monkeypatch.setattr(curriculum._algorithm, "record", _failing_after(curriculum._algorithm.record))
+            task_id = curriculum.get_task().task_id
+            with pytest.raises(_Interrupted):
+                curriculum.update_task_performance(task_id, 1.0)
+        else:
+            monkeypatch.setattr(curriculum._tracker, "overwrite", _failing_after(curriculum._tracker.overwrite))
+            with pytest.raises(_Interrupted):
+                curriculum.load_state(checkpoint)
+        monkeypatch.undo()
+        after = curriculum.tracker.snapshot()
+        changed = {name: _differences(after[name], before[name]) for name in before
+                   if not np.array_equal(after[name], before[name], equal_nan=True)}
+        assert not changed, (
+            f"{section} was interrupted inside the lock after it wrote; the shared arrays kept its writes: "
+            f"{changed}, seed {scenario_seed}")
+        other = Curriculum.attach(curriculum.shared_memory_name, curriculum.config)
+        began = time.monotonic()
+        try:
+            other.update_task_performance(other.get_task().task_id, 0.5)
+        except LockTimeoutError as error:
+            pytest.fail(f"after {section} was interrupted inside the lock, another handle's update waited "
+                        f"{time.monotonic() - began:.1f} s and timed out: the lock was left held ({error}), "
+                        f"seed {scenario_seed}")
+        assert curriculum.stats()["total_completions"] == completions + 1, (
+            f"{completions} completions before the interrupted {section}, one update after it; the curriculum "
+            f"counts {curriculum.stats()['total_completions']}, seed {scenario_seed}")
+    finally:
+        if other is not None:
+            other.close()
+        curriculum.close()
+
+
 def _held_here(paths: set[str]) -> list[str]:
     """Descriptors and memory mappings of this process on any of `paths` (unlinked ones too)."""
     held = []
@@ -1195,6 +1343,57 @@ def test_a_closed_local_curriculum_refuses_every_call_by_name(uses_builtin_curri
              or name not in str(error)}
     assert not wrong, (f"{algorithm}: calls through a closed local curriculum that were not refused with "
                        f"CurriculumClosedError naming the call: {wrong}, seed {scenario_seed}")
+
+
+_KILLED_CREATOR = """
+import sys, time
+from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig
+config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 1}), algorithm=UniformConfig(),
+                          num_active_tasks=4, seed=int(sys.argv[1]))
+curriculum = Curriculum(config, shared_memory=True)
+print(curriculum.shared_memory_name, flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_creator_killed_outright_leaves_no_block_behind(uses_builtin_curriculum, require_capability,
+                                                         scenario_seed) -> None:
+    """A trainer SIGKILLed (the OOM killer) never runs its cleanup: its tracker must still be
+    unlinked once it is gone (by the resource tracker of its interpreter), even while another
+    process is attached to it, as a worker may be. A block left behind holds its memory until
+    the machine restarts or someone runs the cleanup."""
+    require_capability(uses_builtin_curriculum, "checks the built-in curriculum's shared memory")
+    config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 1}), algorithm=UniformConfig(),
+                              num_active_tasks=4, seed=scenario_seed)
+    creator = subprocess.Popen([sys.executable, "-c", _KILLED_CREATOR, str(scenario_seed)], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    attached = None
+    path = None
+    try:
+        name = creator.stdout.readline().strip()
+        assert name, f"the creator did not start: {creator.stderr.read() if creator.poll() is not None else ''}"
+        path = os.path.join(SEGMENT_DIR, name)
+        attached = Curriculum.attach(name, config)  # in use here: no cleanup of orphans may remove it
+        creator.kill()
+        creator.wait(timeout=30)
+        deadline = time.monotonic() + LIMITS.killed_creator_unlinked
+        while os.path.exists(path) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not os.path.exists(path), (
+            f"the tracker {name} of a creator killed with SIGKILL was still in {SEGMENT_DIR} "
+            f"{LIMITS.killed_creator_unlinked} s later, seed {scenario_seed}")
+        task = attached.get_task()  # unlinked, not unmapped: an attached worker goes on
+        assert attached.update_task_performance(task.task_id, 0.5), (
+            f"a worker attached to a killed creator's tracker could not record after the block was unlinked, "
+            f"seed {scenario_seed}")
+    finally:
+        if creator.poll() is None:
+            creator.kill()
+            creator.wait(timeout=30)
+        if attached is not None:
+            attached.close()
+        if path is not None and os.path.exists(path):
+            os.unlink(path)
 
 
 def _create_and_vanish(config: CurriculumConfig, conn) -> None:

@@ -582,6 +582,26 @@ def test_abort_undoes_a_section_and_release_keeps_one() -> None:
         backend.close()
 
 
+def test_a_with_section_left_by_an_exception_is_aborted_and_frees_the_lock() -> None:
+    backend = SharedMemoryBackend({"rows": ("float64", 3), "totals": ("int64", 2)}, slot_arrays=("rows",),
+                                  lock_timeout=0.3)
+    other = SharedMemoryBackend.attach(backend.name)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with backend.lock:
+                backend.touch(0)
+                backend["rows"][0] = 0.5
+                backend["totals"][0] = 3
+                raise KeyboardInterrupt
+        assert backend["rows"].tolist() == [0.0, 0.0, 0.0] and backend["totals"].tolist() == [0, 0]
+        with other.lock:  # free at once (a held one would raise LockTimeoutError)
+            other["totals"][1] = 1
+        assert backend.snapshot()["totals"].tolist() == [0, 1]
+    finally:
+        other.close()
+        backend.close()
+
+
 def test_taking_the_lock_again_or_releasing_it_twice_does_nothing_as_with_an_flock(shared: SharedMemoryBackend) -> None:
     shared.lock.acquire()
     shared.lock.acquire()

@@ -12,6 +12,7 @@ import pytest
 
 from env_doubles import FixedEpisodeEnv, two_label_config
 from curriculum import (
+    CurriculumConfigError,
     CurriculumEnv,
     accumulate_rollout_stats,
     gini_coefficient,
@@ -157,3 +158,24 @@ def test_bad_axis_values_are_refused() -> None:
     message = "Expected `agent_step` to be a non-negative integer, received -1"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         process_training_stats({}, agent_step=-1, epoch=0)
+
+
+@pytest.mark.parametrize(("raw_stats", "losses", "message"), [
+    (None, None, "Expected `raw_stats` to be a mapping of stat keys to lists of numbers (accumulate_rollout_stats), "
+                 "received NoneType"),
+    ({"score": "0.5"}, None, "Expected `raw_stats` to map stat keys to lists of numbers, received 'score': '0.5'"),
+    ({"score": [0.5, None]}, None, "Expected `raw_stats` to hold real numbers, received None under 'score'"),
+    ({}, [("policy", 0.5)], "Expected `losses` to be None or a mapping of names to numbers, received list"),
+    ({}, {"policy": "0.5"}, "Expected `losses` to map names to real numbers, received 'policy': '0.5'"),
+])
+def test_raw_stats_and_losses_that_are_no_numbers_are_refused_by_name(raw_stats: Any, losses: Any,
+                                                                      message: str) -> None:
+    with pytest.raises(CurriculumConfigError, match=f"^{re.escape(message)}$"):
+        process_training_stats(raw_stats, agent_step=0, epoch=0, losses=losses)
+
+
+def test_raw_stats_of_numpy_numbers_are_reduced_to_plain_numbers() -> None:
+    metrics = process_training_stats({"score": np.array([0.25, 0.75], dtype=np.float32), "episodes": [np.int64(2)]},
+                                     agent_step=0, epoch=0, losses={"policy": np.float32(0.5)})
+    assert metrics["env_score"] == 0.5 and metrics["env_episodes"] == 2 and metrics["losses/policy"] == 0.5
+    assert all(type(value) in (int, float) for value in metrics.values()), metrics
