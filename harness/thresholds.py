@@ -657,6 +657,8 @@ class WorkerFailureLimits:
 
     num_envs: int = 4
     num_workers: int = 2
+    block_envs: int = 6
+    """Envs (one per worker) of the layout whose zero-copy batches are blocks of half of them."""
     episode_length: int = 2
     steps_before: int = 20
     """Vec steps before the fault (ten episodes per env)."""

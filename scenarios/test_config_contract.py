@@ -379,6 +379,11 @@ def _vector_from(env_creator: Any) -> Any:
     return curriculum
 
 
+def _tracked_vector(curriculum: Any, tracking: str, backend: str) -> Any:
+    make_curriculum_vecenv(_exact_env, curriculum, backend=backend, tracking=tracking, num_envs=2).close()
+    return curriculum
+
+
 def _staged_broadcast() -> Any:
     from curriculum.vector import StageBroadcast
 
@@ -420,6 +425,17 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
     ("curriculum a CurriculumProtocol, vector", _vector_of,
      (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
      (object(), None, _curriculum(algorithm=UniformConfig())), CurriculumConfigError),
+    ("curriculum a local one under tracking='centralized', vector",
+     lambda v: _tracked_vector(v, "centralized", "Serial"),
+     (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
+     (_Live("Curriculum(uniform config, shared_memory=True)",
+            lambda: Curriculum(_curriculum(algorithm=UniformConfig()), shared_memory=True)),
+      _Live("Curriculum(learning progress config)", lambda: Curriculum(_curriculum(algorithm=_lp())))),
+     CurriculumConfigError),
+    ("curriculum a shared one under tracking='shared' on Multiprocessing, vector",
+     lambda v: _tracked_vector(v, "shared", "Multiprocessing"),
+     (_Live("Curriculum(config, shared_memory=True)", lambda: Curriculum(_curriculum(), shared_memory=True)),),
+     (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),), CurriculumConfigError),
     ("env a PufferEnv, CurriculumEnv", lambda v: _wrapping_env(CurriculumEnv, v), (ExactAccountingEnv,),
      (object(), None, GymExactAccountingEnv()), EnvContractError),
     ("env a gymnasium.Env, GymCurriculumEnv", lambda v: _wrapping_env(GymCurriculumEnv, v), (GymExactAccountingEnv,),
@@ -483,8 +499,9 @@ def test_an_argument_accepts_its_domain_and_refuses_the_rest_by_name(what, build
             if isinstance(value, _Live):
                 built.close()
     for value in refused:
+        built = _value(value)
         try:
-            build(value)
+            build(built)
         except error as failure:
             assert name in str(failure) or name.lower() in str(failure).lower(), (
                 f"{what}: {value!r} was refused, but the error does not name `{name}`: {failure}")
@@ -492,6 +509,9 @@ def test_an_argument_accepts_its_domain_and_refuses_the_rest_by_name(what, build
         except Exception as failure:  # noqa: BLE001 - any other error is the failure reported below
             pytest.fail(f"{what}: {value!r} raised {type(failure).__name__} ({failure}), expected {error.__name__} "
                         f"naming `{name}`")
+        finally:
+            if isinstance(value, _Live):
+                built.close()
         pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
 
 

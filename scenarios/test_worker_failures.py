@@ -118,8 +118,14 @@ LAYOUTS = {
     "async-any": {"num_workers": LIMITS.num_envs, "batch_size": 2, "zero_copy": False},
     # batches of one worker (each batch is whichever worker's turn it is)
     "async-one": {"num_workers": LIMITS.num_envs, "batch_size": 1},
+    # zero-copy blocks of three workers, two blocks (rows and columns of the blocks differ)
+    "async-thirds": {"num_envs": LIMITS.block_envs, "num_workers": LIMITS.block_envs,
+                     "batch_size": LIMITS.block_envs // 2},
 }
 PAUSES = {"async-any": LIMITS.trainer_pause}
+#: the worker that fails: the last one, or in blocks of three the last of the first block (whose
+#: first two workers are done and make a batch only with it)
+VICTIMS = {"async-thirds": LIMITS.block_envs // 2 - 1}
 STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 
 
@@ -129,9 +135,10 @@ STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), ("killed", "reset")]
 
 
-#: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker
+#: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker,
+#: and in blocks of three
 CASES = [(*fault, layout) for layout in ("sync", "async", "async-any") for fault in FAULTS] + \
-    [("killed", "step", "async-one")]
+    [("killed", "step", "async-one"), ("killed", "step", "async-thirds")]
 
 
 @pytest.mark.parametrize(("fault", "then", "layout"), CASES, ids=["-".join(case) for case in CASES])
@@ -141,13 +148,12 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
     options = {"worker_timeout": LIMITS.worker_timeout} if fault.startswith("stopped") else {}
-    vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared",
-                                    num_envs=LIMITS.num_envs, overwork=True, seed=scenario_seed,
-                                    **LAYOUTS[layout], **options)
+    vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared", overwork=True,
+                                    seed=scenario_seed, **{"num_envs": LIMITS.num_envs, **LAYOUTS[layout], **options})
     if layout == "async-any":
         vecenv.vecenv.sync_traj = False
     processes = list(vecenv.vecenv.processes)
-    victim = len(processes) - 1
+    victim = VICTIMS.get(layout, len(processes) - 1)
     try:
         vecenv.reset(seed=scenario_seed)
         seen = [0]
