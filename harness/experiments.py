@@ -73,13 +73,14 @@ class ImpossibleTasksRun:
 def impossible_tasks(factory: CurriculumFactory, *, seed: int, mode: str, num_learnable: int = 5,
                      num_impossible: int = 5, oracle: Any = None) -> ImpossibleTasksRun:
     """`num_learnable` learnable + `num_impossible` impossible tasks (`mode` "zero" or "noise"),
-    pool 32, `IMPOSSIBLE_TASKS.episodes` episodes through the direct runner."""
+    pool 32, `IMPOSSIBLE_TASKS.episodes` episodes through the direct runner (the student's
+    facts in the infos only of the watched run: the checks read the curriculum's numbers)."""
     limits = IMPOSSIBLE_TASKS
     space = impossible_task_space(num_learnable=num_learnable, num_impossible=num_impossible, mode=mode, seed=seed)
     config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
                               num_active_tasks=limits.pool, seed=seed)
     result = run_direct(factory(config), space, episodes=limits.episodes, epoch_length=limits.epoch_length,
-                        warmup_episodes=limits.warmup_episodes, oracle=oracle)
+                        warmup_episodes=limits.warmup_episodes, oracle=oracle, student_info=oracle is not None)
     samples = dict(result.samples_by_label)
     total = sum(samples.values())
     impossible = sum(samples.get(label, 0) for label in space.impossible_labels)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,7 @@ from harness.pytest_plugin import (
 )
 
 __all__ = [
+    "pytest_xdist_auto_num_workers",
     "pytest_generate_tests",
     "pytest_ignore_collect",
     "pytest_runtest_makereport",
@@ -66,6 +68,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "scenario_seed" in metafunc.fixturenames:
         seeds = base_seeds(metafunc.config)
         metafunc.parametrize("scenario_seed", seeds, ids=[f"seed{s}" for s in seeds])
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` runs one worker per CPU and one more: the suites spend about a fifth of their
+    time waiting on worker processes, held locks and timeouts, which the extra worker fills."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
