@@ -1,7 +1,10 @@
 """Named errors of the curriculum library.
 
 Each says what was expected and what was received; raising one never leaves a curriculum
-half-updated.
+half-updated. Each is also the builtin kind a caller already catches: config, score, state and
+agent-count errors are `ValueError`s, an unknown task a `LookupError`, a lock timeout a
+`TimeoutError`, an env that breaks the wrappers' contract a `TypeError`, a missing extra an
+`ImportError`, and the rest (closed, dead or untrusted resources) `RuntimeError`s.
 """
 
 from __future__ import annotations

@@ -219,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="a TOML file of expected outcomes ([[expect]] test = glob, outcome = passed|failed|skipped, "
                       "match = substring of the message); the gate then passes when every test ends as expected")
     gate.add_argument("-n", "--workers", type=_workers_type, default="auto", metavar="WORKERS",
-                      help="pytest-xdist worker processes: 'auto' (one per CPU) or a number (1: no worker processes)")
+                      help="pytest-xdist worker processes: 'auto' (one per CPU and one more: the suites often "
+                           "wait) or a number (1: no worker processes)")
     gate.add_argument("--learners", action="store_true", default=False,
                       help="also run the real-learner tier (needs the [learners] extra)")
 

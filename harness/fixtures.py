@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,9 +70,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """`-n auto` runs one worker per CPU and one more: the suites spend about a fifth of their
-    time waiting on worker processes, held locks and timeouts, which the extra worker fills."""
-    return (os.cpu_count() or 1) + 1
+    """`-n auto` in a clone (`make gate`): `harness.gate.auto_workers()`, as the installed gate."""
+    from harness.gate import auto_workers
+
+    return auto_workers()
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

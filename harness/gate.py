@@ -22,6 +22,7 @@ import fnmatch
 import importlib.util
 import json
 import math
+import os
 import re
 import sys
 import tomllib
@@ -131,6 +132,13 @@ class GateOutcome:
 
 
 # ---------------------------------------------------------------------------------- the run
+def auto_workers() -> int:
+    """What `-n auto` means for the suites: one xdist worker per CPU and one more. They spend
+    about a fifth of their time waiting on worker processes, held locks and timeouts, which
+    the extra worker fills."""
+    return (os.cpu_count() or 1) + 1
+
+
 def suites_dir() -> Path:
     """The folder of the installed suites (`harness/scenarios/`, or `scenarios/` in a checkout)."""
     spec = importlib.util.find_spec(SUITES_PACKAGE)
@@ -174,7 +182,7 @@ def pytest_command(
         elif workers in ("1", "0"):
             command += ["-n", "0"]
         else:  # checks that share a setup's runs stay in one worker (the suites group them)
-            command += ["-n", workers, "--dist", "loadgroup"]
+            command += ["-n", str(auto_workers()) if workers == "auto" else workers, "--dist", "loadgroup"]
     return [*command, *extra]
 
 

@@ -111,6 +111,10 @@ class CheckpointLimits:
     """Checkpoint/resume: stop, save, restore, continue == uninterrupted run."""
 
     episodes_before: int = 1500
+    episodes_since_refused: int = 40
+    """Episodes played between the checkpoint the refused ones are altered from and the state
+    they must leave unchanged (a refused load that kept any part, its random state included,
+    shows)."""
     episodes_after: int = 1500
     in_flight: int = 8
     """Most episodes running at once in the run that checkpoints with episodes in flight."""
@@ -603,7 +607,7 @@ class InvarianceLimits:
     (where the curriculum can): a task whose scores all sit on a bound of the range must load."""
     score_quantum: int = 1024
     """Scores are rounded to multiples of 1 / this, in both runs."""
-    read_api: tuple[str, ...] = ("sampling_probabilities", "task_scores", "stats")
+    read_api: tuple[str, ...] = ("sampling_probabilities", "task_scores", "stats", "active_tasks")
     """What the reading relation calls after every episode (where the curriculum has it); it
     takes a checkpoint (`get_state()`) every `read_state_every` episodes."""
     read_state_every: int = 50

@@ -573,8 +573,10 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
                                   algorithm=UniformConfig() if setup == "uniform" else LearningProgressConfig())
     curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
     _play(curriculum, space.simulator, LIMITS.episodes_before)
+    earlier = json.loads(json.dumps(curriculum.get_state()))  # refused ones are of an earlier moment: rng too
+    _play(curriculum, space.simulator, LIMITS.episodes_since_refused)
     saved = json.dumps(curriculum.get_state(), sort_keys=True)
-    altered = _altered_kinds(json.loads(saved), random.Random(scenario_seed))
+    altered = _altered_kinds(earlier, random.Random(scenario_seed))
     require_capability(bool(altered), f"{setup}: the checkpoint holds no numbers to alter")
     accepted = _loaded_anyway(curriculum, altered, saved)
     assert not accepted, (
@@ -670,8 +672,10 @@ def test_a_checkpoint_number_outside_its_documented_range_is_refused_and_changes
                                   algorithm=LearningProgressConfig())
     curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
     _play(curriculum, space.simulator, LIMITS.episodes_before)
+    earlier = json.loads(json.dumps(curriculum.get_state()))  # refused ones are of an earlier moment: rng too
+    _play(curriculum, space.simulator, LIMITS.episodes_since_refused)
     saved = json.dumps(curriculum.get_state(), sort_keys=True)
-    accepted = _loaded_anyway(curriculum, _out_of_range(json.loads(saved), config), saved)
+    accepted = _loaded_anyway(curriculum, _out_of_range(earlier, config), saved)
     assert not accepted, (
         f"{setup}: a checkpoint with a number outside its documented range was restored: {'; '.join(accepted)}, "
         f"seed {scenario_seed}")

@@ -540,6 +540,33 @@ def test_every_argument_of_every_entry_point_has_its_domain_checked() -> None:
     assert not missing, f"arguments whose documented domain no row of OPTIONS or ARGUMENTS checks: {missing}"
 
 
+#: each named error and the builtin kind its documentation (`curriculum.errors`, `docs/protocol.md`)
+#: says it is: what a caller's `except ValueError` or `except TimeoutError` relies on
+ERROR_KINDS = {"CurriculumConfigError": ValueError, "InvalidScoreError": ValueError, "UnknownTaskError": LookupError,
+               "CurriculumStateError": ValueError, "LockTimeoutError": TimeoutError,
+               "SharedTrackerError": RuntimeError, "WorkerCopyError": RuntimeError,
+               "CurriculumClosedError": RuntimeError, "EnvContractError": TypeError, "AgentCountError": ValueError,
+               "EpisodeNotStartedError": RuntimeError, "WorkerProcessError": RuntimeError,
+               "CurriculumServiceError": RuntimeError, "MissingExtraError": ImportError}
+
+
+def test_every_named_error_is_the_builtin_kind_its_documentation_names() -> None:
+    """A named error is a `CurriculumError` and the builtin kind the docs give it, and every
+    error the library exports is listed here: code written against the docs (`except
+    ValueError` around a checkpoint restore) must keep catching it."""
+    import curriculum.errors as errors
+
+    exported = [name for name in errors.__all__ if name != "CurriculumError"]
+    wrong = {name: [base.__name__ for base in getattr(errors, name).__mro__[1:]] for name in exported
+             if name in ERROR_KINDS and not (issubclass(getattr(errors, name), errors.CurriculumError)
+                                             and issubclass(getattr(errors, name), ERROR_KINDS[name]))}
+    unlisted = sorted(set(exported) - set(ERROR_KINDS))
+    assert not wrong and not unlisted, (
+        f"errors that are not the CurriculumError and builtin kind their documentation names (their bases): {wrong} "
+        f"(expected {({name: ERROR_KINDS[name].__name__ for name in wrong})}); exported errors no row checks: "
+        f"{unlisted}")
+
+
 _LARGEST_RUN_POOL, _LARGEST_RUN_MEMORY = 1024, 100_000
 """Pools and configuration memories above these sizes are only built by the domain check, not
 run local and shared (the largest pool takes minutes to fill)."""

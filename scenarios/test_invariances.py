@@ -366,6 +366,9 @@ def _scribble(value: Any) -> None:
                 value[i] = 1
             else:
                 _scribble(item)
+        value.reverse()  # sorted or consumed, as a caller does with a list it owns
+        if value:
+            value.pop()
         value.append(1)
 
 

@@ -54,7 +54,7 @@ from curriculum import (
 from curriculum import memory
 from curriculum.algorithms.learning_progress import LP_COUNTERS
 from curriculum.env import CompletionRecorder
-from curriculum.memory import SEGMENT_DIR, remove_orphaned_segments
+from curriculum.memory import SEGMENT_DIR, SEGMENT_PREFIX, remove_orphaned_segments
 from curriculum.tracker import COUNTERS
 from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
 from harness.runners import completion_info
@@ -1322,6 +1322,40 @@ def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factor
         later.close()
 
 
+class _Failed(Exception):
+    """The error a training loop inside `with curriculum:` died of."""
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_with_block_left_by_an_error_closes_the_curriculum(curriculum_factory, require_capability, scenario_seed,
+                                                             shared: bool) -> None:
+    """`with curriculum:` closes it however the block ends: a training loop that dies of an
+    error inside it leaves no shared block in `/dev/shm`, no handle that still records, and the
+    error goes on to the caller unchanged."""
+    if shared:
+        curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    else:
+        curriculum = curriculum_factory(CurriculumConfig(
+            task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="local")),
+            algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
+    require_capability(callable(getattr(curriculum, "__exit__", None)), "this curriculum is no context manager")
+    name = getattr(curriculum, "shared_memory_name", None)
+    try:
+        with pytest.raises(_Failed):
+            with curriculum:
+                curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
+                raise _Failed("the training loop failed")
+        refused = _call_error(curriculum.get_task)
+        assert isinstance(refused, CurriculumClosedError), (
+            f"{'shared' if shared else 'local'}: after a `with` block left by an error, get_task() "
+            f"{'went through' if refused is None else f'raised {refused!r}'}; the block must have closed the "
+            f"curriculum, seed {scenario_seed}")
+        assert name is None or not os.path.exists(os.path.join(SEGMENT_DIR, name)), (
+            f"a `with` block left by an error left the shared tracker {name} in {SEGMENT_DIR}, seed {scenario_seed}")
+    finally:
+        curriculum.close()
+
+
 @pytest.mark.parametrize("algorithm", ["learning_progress", "uniform"])
 def test_a_closed_local_curriculum_refuses_every_call_by_name(uses_builtin_curriculum, require_capability,
                                                                scenario_seed, algorithm) -> None:
@@ -1434,6 +1468,11 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
         here.send("die")
         creator.join(timeout=30)
     unused, attached = (os.path.join(SEGMENT_DIR, name) for name in names)
+    # files of the tracker's prefix that carry no tracker header (another program's, an older
+    # format): never the cleanup's to remove
+    foreign = [os.path.join(SEGMENT_DIR, f"{SEGMENT_PREFIX}foreign_{os.getpid()}_{kind}") for kind in ("bytes", "empty")]
+    Path(foreign[0]).write_bytes(bytes(range(256)) * 64)
+    Path(foreign[1]).write_bytes(b"")
     try:
         listed = remove_orphaned_segments(dry_run=True)
         assert alive not in listed and attached not in listed, (
@@ -1447,6 +1486,10 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
         assert os.path.exists(alive) and os.path.exists(attached), (
             f"the cleanup removed a tracker in use: the live creator's {alive} exists={os.path.exists(alive)}, "
             f"{attached}, attached here, exists={os.path.exists(attached)}, seed {scenario_seed}")
+        gone = [path for path in foreign if not os.path.exists(path)]
+        assert not gone and not set(foreign) & set(listed), (
+            f"the cleanup removed (or its dry run listed) files of the tracker prefix that carry no tracker header: "
+            f"{gone or sorted(set(foreign) & set(listed))}, seed {scenario_seed}")
         joined = Curriculum.attach(live.shared_memory_name, config)
         try:
             for curriculum in (joined, held):
@@ -1460,6 +1503,9 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
     finally:
         held.close()
         live.close()
+        for path in foreign:
+            if os.path.exists(path):
+                os.unlink(path)
     removed = remove_orphaned_segments()
     assert _gone_or_removed(attached, removed), (
         f"once released, {attached} (its creator dead) must be removed; the cleanup removed {removed}, seed "

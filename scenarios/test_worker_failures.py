@@ -23,6 +23,7 @@ paused before asking.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import multiprocessing as mp
 import os
@@ -438,6 +439,35 @@ def _running(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError):
         return False
+
+
+def test_a_vector_dropped_without_close_stops_its_workers(uses_builtin_curriculum, require_capability,
+                                                          scenario_seed) -> None:
+    """A vector the trainer drops without `close()` (rebuilt for a new run in one script, a
+    notebook cell run again) is collected, and its worker processes stop with it: none is left
+    holding a core for the rest of the trainer's life."""
+    require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
+    curriculum = Curriculum(_config(scenario_seed), shared_memory=True)
+    try:
+        vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared",
+                                        num_envs=LIMITS.num_envs, overwork=True, seed=scenario_seed,
+                                        **LAYOUTS["sync"])
+        vecenv.reset(seed=scenario_seed)
+        vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+        pids = [process.pid for process in vecenv.vecenv.processes]
+        del vecenv
+        gc.collect()
+        deadline = time.monotonic() + LIMITS.deadline
+        while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        left = [pid for pid in pids if _running(pid)]
+        for pid in left:
+            os.kill(pid, signal.SIGKILL)
+        assert not left, (
+            f"worker processes {left} of a vector dropped without close() still ran {LIMITS.deadline} s later "
+            f"(the vector was never collected, or collecting it stopped nothing), seed {scenario_seed}")
+    finally:
+        curriculum.close()
 
 
 def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability) -> None:

@@ -4,6 +4,7 @@ expected-outcome files, and the command itself run from outside the checkout."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import textwrap
 from pathlib import Path
@@ -281,7 +282,7 @@ def test_gate_with_a_bad_expected_outcome_file_exits_2(tmp_path: Path, capsys: p
                            "valid TOML (")
 
 
-@pytest.mark.parametrize(("workers", "expected"), [("auto", ["-n", "auto", "--dist", "loadgroup"]),
+@pytest.mark.parametrize(("workers", "expected"), [("auto", ["-n", str(os.cpu_count() + 1), "--dist", "loadgroup"]),
                                                    ("3", ["-n", "3", "--dist", "loadgroup"]), ("1", ["-n", "0"])])
 def test_gate_command_runs_the_installed_suites_with_the_harness_settings(workers: str, expected: list[str]) -> None:
     from harness.gate import GATE_INI, pytest_command
