@@ -471,6 +471,13 @@ class EnvWrapperLimits:
     rules_stats_every: int = 8
     """Episodes between two comparisons of `stats()`'s pool counts with the rules (stats() takes
     as long as a completion and a refresh together)."""
+    published_pool: int = 32
+    published_episodes: int = 2000
+    published_min_ratio: float = 0.0
+    """The run whose draws are held to the distribution each refresh publishes: its pool, its
+    episodes (one refresh each) and the least log-likelihood ratio of the draws, published
+    distribution against the previous one (seeds 0-39: 29.8 to 174.0; a sampler one refresh
+    behind: -176.4 to -25.7)."""
     give_up_impossible: int = 19
     give_up_pool: int = 16
     give_up_history: int = 4000

@@ -581,6 +581,37 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
 
 
+def test_each_refresh_draws_from_the_distribution_it_publishes(curriculum_factory, require_capability,
+                                                               scenario_seed) -> None:
+    """The task drawn right after a refresh comes from the distribution that refresh publishes
+    (`sampling_probabilities()`), not from the one before it: over a run of a churning pool,
+    refreshed at every completion, the log-likelihood ratio of the drawn slots under the new
+    distribution against the previous one must favour the new one (its expectation is a sum of
+    KL divergences, >= 0; a sampler one refresh behind makes it negative)."""
+    space = impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)
+    config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                              num_active_tasks=LIMITS.published_pool, seed=scenario_seed, refresh_interval=1)
+    curriculum, tracker, _, _ = _followed(curriculum_factory, require_capability, config,
+                                          "reads the slot of each task the built-in curriculum hands out")
+    student = space.simulator
+    ratio = 0.0
+    try:
+        task = curriculum.get_task()
+        for _ in range(LIMITS.published_episodes):
+            before = curriculum.sampling_probabilities()
+            curriculum.update_task_performance(task.task_id, student.sample_task(task.env_cfg["task_index"]))
+            after = curriculum.sampling_probabilities()
+            task = curriculum.get_task()
+            slot = tracker.task_ids.tolist().index(task.task_id)
+            ratio += math.log(after[slot] / before[slot])
+    finally:
+        curriculum.close()
+    assert ratio >= LIMITS.published_min_ratio, (
+        f"over {LIMITS.published_episodes} refreshes the drawn slots' log-likelihood ratio, published distribution "
+        f"against the one before it, is {ratio:.1f} (limit >= {LIMITS.published_min_ratio}): the draws follow an "
+        f"older distribution than sampling_probabilities() reports, seed {scenario_seed}")
+
+
 _GIVE_UP = 0.95
 """The failed-admission rate over which learning progress evicts nothing (its module docstring)."""
 
