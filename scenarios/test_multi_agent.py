@@ -182,6 +182,11 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
         assert recorded == ended, (
             f"{context}: {ended} multi-agent episodes ended but the curriculum recorded {recorded}, seed {scenario_seed}"
         )
+        if tracking == "centralized":  # the main process's own counts of what it recorded
+            counted = (vecenv.completions, vecenv.late_completions)
+            assert counted == (recorded, stats["late_completions"]), (
+                f"{context}: the vector reports (completions, late_completions) {counted}; the curriculum recorded "
+                f"{recorded}, {stats['late_completions']} of them late, seed {scenario_seed}")
         recorders: dict[str, list[bool]] = {}  # one per env, or the main process's under centralized tracking
         for episode in watcher.episodes:
             recorders.setdefault("main" if tracking == "centralized" else episode.record.env, []).append(

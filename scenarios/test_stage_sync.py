@@ -141,6 +141,11 @@ def test_workers_agree_on_the_stage_and_record_every_episode_once(
             f"{context}: the curriculum recorded {recorded} episodes but {episodes_run} were run "
             f"({LIMITS.num_envs} envs, {LIMITS.vec_steps} vec steps), seed {scenario_seed}"
         )
+        if tracking == "centralized":  # the main process's own counts of what it recorded
+            counted = (vecenv.completions, vecenv.late_completions)
+            assert counted == (recorded, stats["late_completions"]), (
+                f"{context}: the vector reports (completions, late_completions) {counted}; the curriculum recorded "
+                f"{recorded}, {stats['late_completions']} of them late, seed {scenario_seed}")
         last = len(LIMITS.stage_episode_lengths) - 1
         assert stats["stage"] == last and stats["advancements"] == last and stats["regressions"] == 0, (
             f"{context}: expected exactly {last} advancements to stage {last}, got stage {stats['stage']} "
