@@ -695,7 +695,22 @@ class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
 class _VectorCurriculumEnv(CurriculumEnv):
     """The `CurriculumEnv` of a vector's worker: infos always a list, as pufferlib's vectors
     expect (Multiprocessing with one env per worker would flatten a dict into its keys and
-    lose the curriculum entries, among them a centralized completion)."""
+    lose the curriculum entries, among them a centralized completion): those of the env's
+    ordinary steps too, which the wrapper otherwise hands on as the env returned them."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        env_step = self._env_step
+
+        def listed_step(actions: np.ndarray) -> Any:
+            result = env_step(actions)
+            infos = result[4]
+            if type(infos) is list:
+                return result
+            obs, rewards, terminals, truncations, _ = result
+            return obs, rewards, terminals, truncations, [infos] if isinstance(infos, Mapping) else infos
+
+        self._env_step = listed_step
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
         obs, infos = super().reset(seed)

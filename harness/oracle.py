@@ -355,7 +355,9 @@ class AccountingOracle:
         """Take one step's infos (a vec step's list, or one dict): pair and check its episodes."""
         dicts = [infos] if isinstance(infos, Mapping) else list(infos)
         for info in dicts:
-            if not isinstance(info, Mapping):
+            if not isinstance(info, Mapping):  # (a dict flattened into its keys: each key a bare string)
+                self.mismatch(f"the trainer received {type(info).__name__} {str(info)[:40]!r} among a step's or "
+                              "reset's infos, where only info dicts belong")
                 continue
             foreign = [key for key in info if key not in self.info_keys
                        and not (isinstance(key, str) and key.startswith(f"{_GROUP}/"))]

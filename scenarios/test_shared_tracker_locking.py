@@ -1322,6 +1322,43 @@ def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factor
         later.close()
 
 
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_every_reader_of_a_slot_agrees_with_the_tracker_arrays(uses_builtin_curriculum, curriculum_factory,
+                                                               require_capability, scenario_seed, shared) -> None:
+    """The tracker's per-slot readers (`task_id_at`, `completions_at`, `mean_score_at`,
+    `last_score_at`, `task_stats`), which a shared tracker reads from its rows lock-free, give
+    what its arrays hold, after a run that evicted and refilled slots."""
+    require_capability(uses_builtin_curriculum, "reads the built-in curriculum's tracker")
+    if shared:
+        curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, evicting=True)
+    else:
+        space = impossible_task_space(num_learnable=4, num_impossible=4 * LIMITS.pool, seed=scenario_seed)
+        curriculum = Curriculum(CurriculumConfig(
+            task_generator=space.generator, algorithm=LearningProgressConfig(min_samples_for_lp=2),
+            num_active_tasks=LIMITS.pool, seed=scenario_seed, refresh_interval=4, min_presentations=3,
+            eviction_percentile=50.0))
+    rng = random.Random(scenario_seed)
+    try:
+        for _ in range(LIMITS.pool * 20):
+            curriculum.update_task_performance(curriculum.get_task().task_id, rng.choice((0.0, 0.25, 1.0)))
+        tracker, arrays = curriculum.tracker, curriculum.tracker.snapshot()
+        wrong = []
+        for slot in range(len(arrays["task_ids"])):
+            task_id, n = int(arrays["task_ids"][slot]), int(arrays["completions"][slot])
+            mean = float(arrays["score_sum"][slot]) / n if n else 0.0
+            last = float(arrays["last_score"][slot])
+            read = (tracker.task_id_at(slot), tracker.completions_at(slot), tracker.mean_score_at(slot),
+                    tracker.last_score_at(slot), tracker.task_stats(slot, task_id))
+            if read != (task_id, n, mean, last, (n, mean, last)):
+                wrong.append((slot, read, (task_id, n, mean, last)))
+        assert not wrong, (
+            f"{'shared' if shared else 'local'}: per-slot readers disagree with the tracker's arrays (slot, "
+            f"(task_id_at, completions_at, mean_score_at, last_score_at, task_stats), arrays): {wrong[:3]}, "
+            f"seed {scenario_seed}")
+    finally:
+        curriculum.close()
+
+
 class _Failed(Exception):
     """The error a training loop inside `with curriculum:` died of."""
 
