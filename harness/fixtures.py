@@ -69,6 +69,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         metafunc.parametrize("scenario_seed", seeds, ids=[f"seed{s}" for s in seeds])
 
 
+@pytest.hookimpl(optionalhook=True)  # (a hook of pytest-xdist: unknown when it is not loaded)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     """`-n auto` in a clone (`make gate`): `harness.gate.auto_workers()`, as the installed gate."""
     from harness.gate import auto_workers
