@@ -12,8 +12,11 @@ value), or whose task generator (or a stage's) makes other tasks (a seed changed
 values or children rotated, buckets drawn in another order), must be refused, or a run
 resumes under settings or tasks it was never saved with. A checkpoint holding a number of
 another kind (a fraction for a count, a string for a score: a hand-edited or mis-serialised
-file) must be refused without touching the curriculum, and a pool of more labels than
-learning progress keeps a table for must still checkpoint and resume.
+file) must be refused without touching the curriculum, and so must a built-in checkpoint of
+another shape (a key or array missing, an array a slot short) or with any number outside the
+range its docs give it (learning-progress statistics of the pool and of the configuration
+memory included). A pool of more labels than learning progress keeps a table for must still
+checkpoint and resume.
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, LearningProgressConfig,
                         SingleTaskGenerator, StagedProgressionConfig, UniformConfig, WeightedTaskSetGenerator)
+from curriculum.algorithms.learning_progress import STATE_FIELDS
 from curriculum.algorithms.staged import STAGE_COUNTERS
+from curriculum.config import MAX_COUNT
+from curriculum.curriculum import MAX_TASK_ID
 from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
 from harness.task_spaces import impossible_task_space
@@ -613,12 +619,18 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
                   ("stage_counters", counters.index("window_pos"), algorithm.window),
                   ("stage_counters", counters.index("window_pos"), -1),
                   ("stage_counters", counters.index("stage_episodes"), -1)]
+    if isinstance(algorithm, StagedProgressionConfig):  # window entries are scores in [0, 1]; the sum of a window
+        edits += [("stage_window", 0, 1.5), ("stage_window", 0, -0.5),
+                  ("stage_window_sum", 0, algorithm.window + 1.0), ("stage_window_sum", 0, -1.0)]
+    # a count past MAX_COUNT; an id past MAX_TASK_ID whose remainder still names its slot
+    edits += [("completions", 0, MAX_COUNT + 1), ("task_ids", 0, (MAX_TASK_ID // pool + 1) * pool)]
     if isinstance(algorithm, LearningProgressConfig):
         label = int(arrays["lp_label"][0]) - 1
         edits += [("lp_label_usefulness", label, 1.5), ("lp_label_usefulness", label, -0.5),
                   ("lp_admission_failure", 0, 1.5), ("lp_admission_failure", 0, -0.5),
                   ("lp_label", 0, len(arrays["lp_label_usefulness"]) + 1), ("lp_label", 0, -1),
-                  ("lp_label_retries", 0, -1)]
+                  ("lp_label_retries", 0, -1), ("lp_counters", 0, -1), ("lp_key", 0, -1), ("lp_label_keys", 0, -1)]
+        edits += _statistics_out_of_range(arrays, algorithm)
     altered = []
     for name, index, value in edits:
         changed = copy.deepcopy(state)
@@ -655,6 +667,101 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
     return altered
 
 
+def _statistics_out_of_range(arrays: dict[str, list], algorithm: LearningProgressConfig) -> list[tuple[str, int, float]]:
+    """Learning-progress statistics of a pool task and of a remembered configuration just
+    outside what scores in [0, 1] produce: with the baseline b in [0, max_baseline], the signal
+    (s - b) / (1 - b) and its EMAs, last and peak lie in [-cap / (1 - cap), 1], the variances in
+    [0, width^2], counts and frontier practice at least 0."""
+    cap = algorithm.max_baseline
+    lowest = -cap / (1.0 - cap)
+    width = 1.0 - lowest
+    signal = (lowest, 1.0)
+    bounds = {"fast": signal, "slow": signal, "last": signal, "peak": signal, "var": (0.0, width * width),
+              "base_var": (0.0, width * width), "baseline": (0.0, cap), "count": (0.0, None), "front": (0.0, None)}
+    rows = [("lp_state", 0)]
+    used = [i for i, key in enumerate(arrays.get("lp_memory_keys", [])) if key]
+    if used:  # a remembered configuration
+        rows.append(("lp_memory", used[0]))
+    edits = []
+    for name, row in rows:
+        for field, (low, high) in bounds.items():
+            at = row * len(STATE_FIELDS) + STATE_FIELDS.index(field)
+            edits.append((name, at, low - 0.01 * width))
+            if high is not None:
+                edits.append((name, at, high + 0.01 * width))
+    if used:
+        edits.append(("lp_memory_keys", used[0], -1))
+    return edits
+
+
+def _with_a_remembered_configuration(state: dict[str, Any]) -> dict[str, Any]:
+    """`state`, with the configuration memory holding pool task 0's statistics under its key if
+    it held none (so that its entries, too, are altered); other states as they are."""
+    arrays = state["arrays"]
+    keys = arrays.get("lp_memory_keys")
+    if keys is None or any(keys):
+        return state
+    changed = copy.deepcopy(state)
+    key, width = arrays["lp_key"][0], len(STATE_FIELDS)
+    at = key % len(keys)
+    changed["arrays"]["lp_memory_keys"][at] = key
+    changed["arrays"]["lp_memory"][at * width:(at + 1) * width] = arrays["lp_state"][:width]
+    return changed
+
+
+def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
+    """`(where, state)` for a built-in checkpoint changed in its shape, one change at a time:
+    not a dict, another format, a key missing or added, an array missing or added, an array
+    one entry short or long, an entry nested in a list."""
+    altered: list[tuple[str, Any]] = [("the checkpoint as a list of its items", list(state.items()))]
+    changed = copy.deepcopy(state)
+    changed["format"] = f"{state['format']}-older"
+    altered.append((f"format {changed['format']!r}", changed))
+    for key in state:
+        altered.append((f"key {key!r} missing", {k: v for k, v in state.items() if k != key}))
+    altered.append(("an unknown key", {**state, "comment": "edited by hand"}))
+    arrays = state["arrays"]
+    for name in arrays:
+        changed = copy.deepcopy(state)
+        del changed["arrays"][name]
+        altered.append((f"array {name!r} missing", changed))
+        for where, values in ((f"array {name!r} one entry short", arrays[name][:-1]),
+                              (f"array {name!r} one entry long", arrays[name] + arrays[name][-1:]),
+                              (f"array {name!r} with its first entry in a list", [arrays[name][:1]] + arrays[name][1:])):
+            changed = copy.deepcopy(state)
+            changed["arrays"][name] = values
+            altered.append((where, changed))
+    changed = copy.deepcopy(state)
+    changed["arrays"]["extra"] = [0]
+    altered.append(("an unknown array", changed))
+    return altered
+
+
+@pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
+def test_a_checkpoint_of_another_shape_is_refused_and_changes_nothing(
+        curriculum_factory, require_capability, uses_builtin_curriculum, scenario_seed, setup) -> None:
+    """A built-in checkpoint changed in its shape (a key or array missing or added, an array a
+    slot short or long, another format: a file of another version or cut short) must be
+    refused, and the curriculum it was loaded into must keep its state."""
+    require_capability(uses_builtin_curriculum, "the shape is that of the built-in curriculum's checkpoint")
+    if setup == "staged":
+        space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
+    else:
+        space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
+        config = CurriculumConfig(task_generator=space.generator, num_active_tasks=LIMITS.pool, seed=scenario_seed,
+                                  algorithm=UniformConfig() if setup == "uniform" else LearningProgressConfig())
+    curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
+    _play(curriculum, space.simulator, LIMITS.episodes_before)
+    earlier = json.loads(json.dumps(curriculum.get_state()))
+    _play(curriculum, space.simulator, LIMITS.episodes_since_refused)
+    saved = json.dumps(curriculum.get_state(), sort_keys=True)
+    accepted = _loaded_anyway(curriculum, _reshaped(earlier), saved)
+    assert not accepted, (
+        f"{setup}: a checkpoint of another shape was restored: {'; '.join(accepted[:5])}, seed {scenario_seed}")
+    assert json.dumps(curriculum.get_state(), sort_keys=True) == saved, (
+        f"{setup}: after the refused checkpoints the curriculum holds another state than before, seed {scenario_seed}")
+
+
 @pytest.mark.parametrize("setup", ["learning_progress", "staged"])
 def test_a_checkpoint_number_outside_its_documented_range_is_refused_and_changes_nothing(
         curriculum_factory, require_capability, uses_builtin_curriculum, scenario_seed, setup) -> None:
@@ -675,6 +782,9 @@ def test_a_checkpoint_number_outside_its_documented_range_is_refused_and_changes
     earlier = json.loads(json.dumps(curriculum.get_state()))  # refused ones are of an earlier moment: rng too
     _play(curriculum, space.simulator, LIMITS.episodes_since_refused)
     saved = json.dumps(curriculum.get_state(), sort_keys=True)
+    earlier = _with_a_remembered_configuration(earlier)
+    assert _loaded_anyway(curriculum, [("unaltered", earlier)], saved) == ["unaltered"], (
+        f"{setup}: the checkpoint the altered ones start from was refused, seed {scenario_seed}")
     accepted = _loaded_anyway(curriculum, _out_of_range(earlier, config), saved)
     assert not accepted, (
         f"{setup}: a checkpoint with a number outside its documented range was restored: {'; '.join(accepted)}, "

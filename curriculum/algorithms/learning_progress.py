@@ -779,9 +779,10 @@ class LearningProgressAlgorithm(CurriculumAlgorithm):
         if "lp_memory" in arrays:
             memory = arrays["lp_memory"].reshape(-1, _NUM_FIELDS)
             if (memory[:, _VAR] < 0).any() or (memory[:, _BASE_VAR] < 0).any() or (memory[:, _COUNT] < 0).any() \
-                    or (arrays["lp_memory_keys"] < 0).any() or (memory[:, _BASE] > self._max_baseline).any():
-                return ("configuration memory entries with negative keys, variances or counts, or baselines above "
-                        f"max_baseline={self._max_baseline}")
+                    or (memory[:, _FRONT] < 0).any() or (arrays["lp_memory_keys"] < 0).any() \
+                    or (memory[:, _BASE] > self._max_baseline).any():
+                return ("configuration memory entries with negative keys, variances, counts or frontier practice, or "
+                        f"baselines above max_baseline={self._max_baseline}")
         return None
 
     def stats(self) -> dict[str, Any]:
