@@ -45,6 +45,7 @@ from curriculum import (
     CurriculumConfigError,
     CurriculumEnv,
     EnvContractError,
+    EpisodeNotStartedError,
     GymCurriculumEnv,
     LearningProgressConfig,
     SingleTaskGenerator,
@@ -53,6 +54,7 @@ from curriculum import (
     UniformConfig,
     ValueRange,
     WeightedTaskSetGenerator,
+    WorkerProcessError,
     make_curriculum_vecenv,
     process_training_stats,
 )
@@ -722,3 +724,52 @@ def test_a_config_keeps_nothing_the_caller_changes_later() -> None:
     assert config.describe() == before, (
         f"the caller changed its lists after building the config, and the config changed: {config.describe()} "
         f"(built as {before})")
+
+
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backend) -> None:
+    """A curriculum vector stepped before its reset, asked to receive with nothing sent, handed
+    actions outside its action space, or used after `close()` must raise the named error (and
+    keep raising it after close, where a second `close()` is a no-op); a refused call must
+    leave nothing behind: the run that follows records exactly the episodes its envs ended."""
+    episodes = SingleTaskGenerator({"episode_length": 3, "reward_per_step": 0.25}, label="three steps")
+    curriculum = Curriculum(_curriculum(task_generator=episodes, algorithm=UniformConfig()),
+                            shared_memory=backend == "Multiprocessing")
+    vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2,
+                                    **({"num_workers": 2} if backend == "Multiprocessing" else {}))
+    wrong: list[str] = []
+
+    def refused(what: str, call: Callable[[], Any], error: type[Exception]) -> None:
+        try:
+            call()
+        except error:
+            return
+        except Exception as other:  # another error than the named one
+            wrong.append(f"{what}: {type(other).__name__}: {other} (expected {error.__name__})")
+            return
+        wrong.append(f"{what}: accepted (expected {error.__name__})")
+
+    try:
+        actions = np.zeros(vecenv.action_space.shape, dtype=vecenv.action_space.dtype)
+        refused("step() before reset()", lambda: vecenv.step(actions), EpisodeNotStartedError)
+        refused("send() before reset()", lambda: vecenv.send(actions), EpisodeNotStartedError)
+        refused("recv() before reset()", vecenv.recv, EpisodeNotStartedError)
+        vecenv.reset(seed=0)
+        refused("actions of another shape", lambda: vecenv.step(np.zeros((*actions.shape, 3), actions.dtype)),
+                EnvContractError)
+        refused("actions outside the action space", lambda: vecenv.step(actions + 1_000), EnvContractError)
+        ended = 0
+        for _ in range(40):
+            _, _, terminals, truncations, _ = vecenv.step(actions)
+            ended += int(np.logical_or(terminals, truncations).sum())
+        recorded = int(curriculum.tracker.completions.sum())
+        assert wrong == [] and recorded == ended and ended > 0, (
+            f"{backend}: out-of-order calls: {wrong}; after them the curriculum recorded {recorded} episodes, the "
+            f"envs ended {ended}")
+    finally:
+        vecenv.close()
+        curriculum.close()
+    vecenv.close()  # twice: a no-op
+    refused("step() after close()", lambda: vecenv.step(actions), WorkerProcessError)
+    refused("reset() after close()", lambda: vecenv.reset(seed=0), WorkerProcessError)
+    assert wrong == [], f"{backend}: calls after close(): {wrong}"
