@@ -112,20 +112,20 @@ class WeightedTaskSetGenerator(TaskGenerator):
         for pair in pairs:
             if len(pair) != 2:
                 raise CurriculumConfigError(
-                    "Expected each child to be a TaskGenerator or a (TaskGenerator, weight) pair, "
+                    "Expected each of `children` to be a TaskGenerator or a (TaskGenerator, weight) pair, "
                     f"received a tuple of length {len(pair)}"
                 )
             generator, weight = pair
             if not isinstance(generator, TaskGenerator):
                 raise CurriculumConfigError(
-                    f"Expected each child to be a TaskGenerator, received {type(generator).__name__}"
+                    f"Expected each of `children` to be a TaskGenerator, received {type(generator).__name__}"
                 )
             if not (_is_finite_number(weight) and weight >= 0.0):
-                raise CurriculumConfigError(f"Expected child weights to be finite and >= 0, received {weight!r}")
+                raise CurriculumConfigError(f"Expected the weights in `children` to be finite and >= 0, received {weight!r}")
         _check_seed(seed)
         total = sum(w for _, w in pairs)
         if total <= 0.0:
-            raise CurriculumConfigError(f"Expected child weights to sum to > 0, received {total!r}")
+            raise CurriculumConfigError(f"Expected the weights in `children` to sum to > 0, received {total!r}")
         self.children = [g for g, _ in pairs]
         self.weights = [w / total for _, w in pairs]
         self._cum = []

@@ -163,11 +163,12 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("refresh_interval None or in [1, MAX_REFRESH_INTERVAL]", lambda v: _curriculum(refresh_interval=v), None,
      (None, 1, MAX_REFRESH_INTERVAL), (0, MAX_REFRESH_INTERVAL + 1, 1.0, True)),
     # generators
-    ("ValueRange low <= high, finite", lambda v: _value_range(*v), None,
+    ("ValueRange.low/high low <= high, finite", lambda v: _value_range(*v), None,
      ((1, 1), (0.5, 2.0), (-3, 4)), ((2, 1), (1.0, 0.5), (NAN, 1), (0, INF))),
-    ("weights of a WeightedTaskSetGenerator child >= 0, some > 0", lambda v: _weights(*v), None,
+    ("WeightedTaskSetGenerator.children weights >= 0, some > 0", lambda v: _weights(*v), None,
      ((1.0, 0.0), (2, 1)), ((1.0, -1.0), (2.0, -0.5), (0.0, 0.0), (NAN, 1.0), (INF, 1.0), (1.0, True), (1.0, "1"))),
-    ("bucket keys of a BucketedTaskGenerator dotted, values non-empty lists or ranges", lambda v: BucketedTaskGenerator({}, v), None,
+    ("BucketedTaskGenerator.buckets/bucket keys dotted, values non-empty lists or ranges", lambda v: BucketedTaskGenerator({}, v),
+     None,
      ({"a.b": [1]}, {"a": ValueRange(0, 1)}), ({"a": []}, {"": [1]}, {"a..b": [1]}, {"a": "xy"})),
     ("BucketedTaskGenerator.value_labels label every value of a listed bucket with a non-empty string",
      lambda v: BucketedTaskGenerator({}, {"a": [1, 2], "r": ValueRange(0, 1)}, value_labels=v), None,
@@ -180,6 +181,12 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
      ("x",), (3, b"x", True)),
     ("SingleTaskGenerator.env_cfg a mapping", lambda v: SingleTaskGenerator(v), None, ({}, {"level": 1}),
      ([("level", 1)], "level", None)),
+    ("WeightedTaskSetGenerator.children a non-empty sequence of generators or (generator, weight) pairs",
+     WeightedTaskSetGenerator, None, ([_generator()], (_generator(), (_generator(), 2.0)), [(_generator(), 1)]),
+     ([], (), None, "ab", _generator(), {_generator(): 1.0}, [(_generator(), 1.0, 2.0)], [(_generator(),)],
+      [{"level": 1}], [(1.0, _generator())], [None])),
+    ("BucketedTaskGenerator.base_cfg a mapping", lambda v: BucketedTaskGenerator(v, {"a": [1]}), None,
+     ({}, {"level": 1}), ([("level", 1)], "level", None, [])),
     ("BucketedTaskGenerator.seed an integer", lambda v: BucketedTaskGenerator({}, {"a": [1]}, seed=v), "seed",
      (0, 2**40), NOT_INTS),
     ("WeightedTaskSetGenerator.seed an integer", lambda v: WeightedTaskSetGenerator([_generator()], seed=v), "seed",
@@ -321,7 +328,7 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
         try:
             build(value)
         except CurriculumConfigError as error:
-            assert name in str(error) or name.lower() in str(error).lower(), (
+            assert any(part in str(error) or part.lower() in str(error).lower() for part in name.split("/")), (
                 f"{what}: {value!r} was refused, but the error does not name `{name}`: {error}")
             continue
         except Exception as error:  # noqa: BLE001 - any other error is the failure reported below
@@ -341,6 +348,23 @@ def test_every_config_field_has_its_domain_checked() -> None:
                                                           CurriculumConfig, Stage)
                for field in dataclasses.fields(cls) if (cls.__name__, field.name) not in covered]
     assert not missing, f"config fields whose documented domain no row of DOMAINS checks: {missing}"
+
+
+#: the task generators' and ValueRange's constructors: every parameter a row of DOMAINS checks
+GENERATORS = (SingleTaskGenerator, WeightedTaskSetGenerator, BucketedTaskGenerator, ValueRange)
+
+
+def test_every_generator_argument_has_its_domain_checked() -> None:
+    """Each parameter of each task generator's constructor (and of `ValueRange`) is named by
+    a row of `DOMAINS` that builds that class (`Class.a/b` for a row checking two at once)."""
+    covered = set()
+    for what, build, _, accepted, _ in DOMAINS:
+        built = build(accepted[0])
+        covered.update((type(built).__name__, name) for name in _field_name(what).split("/"))
+    missing = [f"{cls.__name__}({parameter.name})" for cls in GENERATORS
+               for parameter in inspect.signature(cls).parameters.values()
+               if (cls.__name__, parameter.name) not in covered]
+    assert not missing, f"generator arguments whose documented domain no row of DOMAINS checks: {missing}"
 
 
 def _as_curriculum_config(built: Any) -> CurriculumConfig | None:
