@@ -436,6 +436,38 @@ class _Live:
         return self.what
 
 
+def _altered_env(rebuilt: bool = False, **attributes: Any) -> _Live:
+    """A one-agent `ExactAccountingEnv` with `attributes` set after it was built (or, `rebuilt`,
+    an `ExactAccountingEnv` built with them)."""
+    def build() -> ExactAccountingEnv:
+        if rebuilt:
+            return ExactAccountingEnv(**attributes)
+        env = ExactAccountingEnv()
+        for name, value in attributes.items():
+            setattr(env, name, value)
+        return env
+
+    settings = ", ".join(f"{name}={value!r}" for name, value in attributes.items())
+    return _Live(f"ExactAccountingEnv({settings})" if rebuilt else f"ExactAccountingEnv with {settings}", build)
+
+
+def _env_given_buffers(kind: str) -> Any:
+    """`CurriculumEnv(env, curriculum, buf=...)` where `buf` is what the env was built on
+    ("shared"), a copy of it ("copied": the env does not write into the vector's buffers), or
+    the buffers of a two-agent vector for a one-agent env ("two agents")."""
+    donor = ExactAccountingEnv(num_agents=2 if kind == "two agents" else 1)
+    buffers = {name: getattr(donor, name) for name in BUFFER_NAMES}
+    env = ExactAccountingEnv(buf=buffers) if kind == "shared" else ExactAccountingEnv()
+    if kind == "copied":
+        buffers = {name: array.copy() for name, array in buffers.items()}
+    curriculum = Curriculum(_curriculum())
+    try:
+        CurriculumEnv(env, curriculum, buf=buffers).close()
+    finally:
+        curriculum.close()
+    return curriculum
+
+
 # (what, build, accepted, refused, error): positional arguments and options whose refusal is
 # not a config error, or that take objects rather than numbers. A `_Live` value is built for
 # the row and closed after it.
@@ -464,6 +496,18 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
      (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),), CurriculumConfigError),
     ("env a PufferEnv, CurriculumEnv", lambda v: _wrapping_env(CurriculumEnv, v), (ExactAccountingEnv,),
      (object(), None, GymExactAccountingEnv()), EnvContractError),
+    ("env a PufferEnv with a callable set_env_config and numeric per-agent buffers, CurriculumEnv",
+     lambda v: _wrapping_env(CurriculumEnv, v), (ExactAccountingEnv,),
+     (_altered_env(set_env_config=None), _altered_env(rewards=np.array([None])),
+      _altered_env(terminals=np.zeros((1, 2), dtype=bool))), EnvContractError),
+    ("env a PufferEnv whose num_agents, an integer >= 1, matches its buffers, CurriculumEnv",
+     lambda v: _wrapping_env(CurriculumEnv, v), (ExactAccountingEnv, _altered_env(num_agents=3, rebuilt=True)),
+     (_altered_env(num_agents=True), _altered_env(num_agents=0), _altered_env(num_agents=2),
+      _altered_env(num_agents=1.0)), AgentCountError),
+    ("buf the buffers the env writes into, CurriculumEnv", _env_given_buffers, ("shared",), ("copied",),
+     EnvContractError),
+    ("buf slices of the env's agent count, CurriculumEnv", _env_given_buffers, ("shared",), ("two agents",),
+     AgentCountError),
     ("env a gymnasium.Env, GymCurriculumEnv", lambda v: _wrapping_env(GymCurriculumEnv, v), (GymExactAccountingEnv,),
      (object(), None, ExactAccountingEnv()), CurriculumConfigError),
     ("buf None or the vector's buffers, CurriculumEnv", lambda v: _puffer_env(buf=v), (None,),
@@ -797,3 +841,43 @@ def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backen
     refused("step() after close()", lambda: vecenv.step(actions), WorkerProcessError)
     refused("reset() after close()", lambda: vecenv.reset(seed=0), WorkerProcessError)
     assert wrong == [], f"{backend}: calls after close(): {wrong}"
+
+
+#: what a PufferEnv offers a vector or trainer, which the wrapper hands through unchanged
+_PUFFER_ATTRIBUTES = ("single_observation_space", "single_action_space", "observation_space", "action_space",
+                      "num_agents", *BUFFER_NAMES, "agent_ids")
+
+
+def _same(reported: Any, own: Any) -> bool:
+    """The env's own object (a buffer, a space), or an equal number."""
+    return reported is own or (isinstance(own, int) and type(reported) is int and reported == own)
+
+
+def test_the_wrappers_hand_the_env_through_unchanged() -> None:
+    """A `CurriculumEnv` is its env to a vector: every space, buffer and id it reports is the
+    wrapped env's own object (a buffer another env's, a space swapped, would train the policy
+    on what the env never saw), `unwrapped` is the innermost env, and `render()` and `close()`
+    reach the env. A `GymCurriculumEnv` hands its env's spaces through the same way."""
+    curriculum = Curriculum(_curriculum())
+    inner = ExactAccountingEnv(num_agents=3)
+    calls: list[str] = []
+    inner.render = lambda: calls.append("render") or "frame"  # type: ignore[method-assign]
+    closes = inner.close
+    inner.close = lambda: calls.append("close") or closes()  # type: ignore[method-assign]
+    try:
+        wrapped = CurriculumEnv(inner, curriculum)
+        gym_inner = GymExactAccountingEnv()
+        gym_wrapped = GymCurriculumEnv(gym_inner, curriculum)
+        differ = [name for name in _PUFFER_ATTRIBUTES if not _same(getattr(wrapped, name), getattr(inner, name))]
+        differ += [f"GymCurriculumEnv.{name}" for name in ("observation_space", "action_space")
+                   if getattr(gym_wrapped, name) is not getattr(gym_inner, name)]
+        if wrapped.unwrapped is not inner:
+            differ.append("unwrapped")
+        frame = wrapped.render()
+        wrapped.close()
+        gym_wrapped.close()
+    finally:
+        curriculum.close()
+    assert not differ and frame == "frame" and calls == ["render", "close"], (
+        f"the wrapper reports other objects than its env for {differ}; render() returned {frame!r}; the env saw "
+        f"{calls} (expected ['render', 'close'])")
