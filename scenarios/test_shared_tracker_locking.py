@@ -1225,6 +1225,42 @@ def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, req
     assert not held, f"after close() the process still holds {held}, seed {scenario_seed}"
 
 
+def _damaged_copy(live: str, path: str, damage: Any) -> None:
+    """A copy of the live tracker's block at `path` (mode 0600) whose header `damage(header)`
+    rewrote: its JSON dict changed in place, or the raw `(magic, length, text)` returned."""
+    block = bytearray(Path(live).read_bytes())
+    at = len(memory._MAGIC) + 8
+    length = int.from_bytes(block[len(memory._MAGIC):at], "little")
+    header = json.loads(block[at:at + length].decode())
+    damaged = damage(header)
+    magic, length, text = damaged if isinstance(damaged, tuple) else (memory._MAGIC, None, json.dumps(header).encode())
+    length = len(text) if length is None else length
+    block[:len(magic)] = magic
+    block[len(memory._MAGIC):at] = length.to_bytes(8, "little")
+    block[at:at + len(text)] = text
+    Path(path).write_bytes(bytes(block))
+    os.chmod(path, 0o600)
+
+
+def _first_layout_entry_grown(header: dict[str, Any]) -> None:
+    name = next(iter(header["layout"]))
+    header["layout"][name][1] *= 1_000
+
+
+#: Damaged headers of a copy of a live tracker (what a crash mid-write, another version of the
+#: library or another program leaves): each must be refused as not a tracker.
+_DAMAGED_HEADERS: dict[str, Any] = {
+    "another magic": lambda h: (b"CURRTRK0", None, json.dumps(h).encode()),
+    "a header length past the block": lambda h: (memory._MAGIC, 1 << 40, json.dumps(h).encode()),
+    "a header that is not JSON": lambda h: (memory._MAGIC, None, b"\xff" * len(json.dumps(h))),
+    "another tracker format": lambda h: h.update(format=h["format"][:-1] + "0"),
+    "no layout": lambda h: h.pop("layout"),
+    "slot arrays the layout lacks": lambda h: h.update(slot_arrays=["no_such_array"]),
+    "an invalid lock timeout": lambda h: h.update(lock_timeout=-1.0),
+    "a layout larger than the block": _first_layout_entry_grown,
+}
+
+
 #: What `attach` finds under a tracker's name that it must refuse (the shared tracker's documented
 #: refusals: missing, not a tracker, writable by others, reached through a symbolic link), each
 #: made from the live tracker's file at `live` into `path`.
@@ -1239,6 +1275,8 @@ _UNTRUSTED_BLOCKS: dict[str, Any] = {
         Path(path).write_bytes(bytes(range(256)) * (os.path.getsize(live) // 256 + 1)), os.chmod(path, 0o600)),
     "a named pipe": lambda live, path: os.mkfifo(path, 0o600),
     "a directory": lambda live, path: os.mkdir(path, 0o700),
+    **{f"a copy of a live tracker with {what}": (lambda live, path, damage=damage: _damaged_copy(live, path, damage))
+       for what, damage in _DAMAGED_HEADERS.items()},
 }
 
 
