@@ -78,6 +78,12 @@ _VALUE_LABELLED = GeneratorSpec(  # no label of its own: a task's label is its v
     base={"arena": {"size": 0, "walls": True}}, buckets={"arena.size": [8, 16], "team": ["red", "blue", "green"]},
     value_labels={"arena.size": {8: "small", 16: "large"}, "team": {"red": "r", "blue": "b", "green": "g"}},
 )
+# the same, its label maps given in another key order than its buckets: a mapping's order means
+# nothing, and a task's label joins its values' labels in bucket order
+_VALUE_LABELLED_REORDERED = GeneratorSpec(
+    base=_VALUE_LABELLED.base, buckets=_VALUE_LABELLED.buckets,
+    value_labels=dict(reversed(list(_VALUE_LABELLED.value_labels.items()))),
+)
 _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_INT_RANGE, 1.0), (_NEVER, 0.0), (_FLOAT_RANGE, 2)))
@@ -94,7 +100,8 @@ def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
 
 
 REFERENCE_GENERATORS: dict[str, GeneratorSpec] = {
-    "grid": _GRID, "value_labelled": _VALUE_LABELLED, "int_range": _INT_RANGE, "float_range": _FLOAT_RANGE,
+    "grid": _GRID, "value_labelled": _VALUE_LABELLED, "value_labels_reordered": _VALUE_LABELLED_REORDERED,
+    "int_range": _INT_RANGE, "float_range": _FLOAT_RANGE,
     "single": _SINGLE, "weighted": _WEIGHTED,
 }
 """The generators the gate checks, by name."""

@@ -9,7 +9,7 @@ alike. Every curriculum samples through its generator, so such a bug skews every
 while each component's own numbers look fine.
 
 The built-in generators (a grid of lists with value labels, one of them for a value it lacks, and nested keys, one labelled by
-its values' labels alone, an int range across zero, a float range, a single task, a weighted set of them with a child of weight 0)
+its values' labels alone (its label maps given in bucket order, and in another), an int range across zero, a float range, a single task, a weighted set of them with a child of weight 0)
 are checked against what their arguments declare (`harness.generator_checks`): exactly, per
 task (bounds, types, base config, label, copies, determinism, another process, a caller that
 reuses the dicts and lists it built the generator from); and over
