@@ -795,11 +795,12 @@ class CurriculumEnv(EpisodeCounters, pufferlib.PufferEnv):
         Its task is newly drawn, or the one drawn for an episode whose start failed. The infos
         are the env's, plus those of an ended episode an earlier failure kept from being returned.
         """
+        # the running episode is abandoned first: a reset that fails below (its draw included) leaves none
+        self._clear_episode(_NOT_STARTED, "CurriculumEnv.step() called after the env's reset raised; call reset()")
         task = self._pending_task
         if task is None:
             task = self._accounting.draw_task()
         self._pending_task = task
-        self._clear_episode(_NOT_STARTED, "CurriculumEnv.step() called after the env's reset raised; call reset()")
         self._set_env_config(task.env_cfg)
         obs, infos = self._env_reset(seed)
         self._check_buffers_in_place()

@@ -93,16 +93,16 @@ class GymCurriculumEnv(EpisodeCounters, gymnasium.Wrapper):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Apply the next task's config, then reset the env (a running episode is abandoned)."""
         task = self._next_task
+        # the running episode (if any) is abandoned first: a reset that fails below (its draw included) leaves none
+        running, self._running = self._running, False
         if seed is not None:
             reseed = getattr(self.curriculum, "reseed", None)
             if callable(reseed):
                 reseed(seed)
             task = None  # drawn before the reseed: not from the seeded stream
-        if task is None or self._running:
+        if task is None or running:
             task = self._accounting.draw_task()
-            # the running episode (if any) is abandoned; a start that fails below is retried with this task
-            self._running = False
-            self._next_task = task
+            self._next_task = task  # a start that fails below is retried with this task
         self._set_env_config(task.env_cfg)
         obs, info = self.env.reset(seed=seed, options=options)
         self._task = task

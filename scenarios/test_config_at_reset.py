@@ -138,7 +138,8 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
             seeded.append(seed)
             try:
                 obs, infos = env.reset(seed=seed)
-            except RuntimeError:
+            except RuntimeError:  # the running episode, if any, was abandoned all the same
+                _assert_step_refused_until_reset(env, scenario_seed, np.zeros(1, dtype=np.int32))
                 continue
             watcher.observe(infos)
             return obs
@@ -190,7 +191,8 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
 
 def _assert_wrapper_counts_what_was_recorded(env, curriculum, seed: int) -> None:
     """The wrapper's own completion count (where it keeps one) is what the curriculum recorded:
-    an episode whose record failed is not counted."""
+    an episode whose record failed is not counted; and its episode count (ended and settled,
+    documented) is those completions and its desync cuts, no failed or abandoned episode."""
     completions = getattr(env, "completions", None)
     if completions is None:
         return  # a plug-in wrapper that keeps no count
@@ -199,6 +201,12 @@ def _assert_wrapper_counts_what_was_recorded(env, curriculum, seed: int) -> None
     assert completions == recorded, (
         f"{type(env).__name__} counts {completions} completions, the curriculum recorded {recorded} "
         f"({curriculum.failed_records} records failed), seed {seed}")
+    episodes, cuts = getattr(env, "episodes", None), getattr(env, "desync_truncations", None)
+    if episodes is None or cuts is None:
+        return
+    assert episodes == recorded + cuts, (
+        f"{type(env).__name__} counts {episodes} episodes, but {recorded} were recorded and {cuts} cut by desync "
+        f"truncations ({curriculum.failed_records} records failed: a failed episode is not counted), seed {seed}")
 
 
 # the env returns one info dict at every step on purpose (gymnasium's checker warns about it):
@@ -239,7 +247,8 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
         while True:  # a failed draw or env start is retried, as a training loop does
             try:
                 obs, info = env.reset(seed=seed, options=options)
-            except RuntimeError:  # (DrawFailed is one)
+            except RuntimeError:  # (DrawFailed is one); the running episode was abandoned all the same
+                _assert_step_refused_until_reset(env, scenario_seed, 0)
                 continue
             break
         resets.append((seed, options))

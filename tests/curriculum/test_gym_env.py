@@ -163,6 +163,23 @@ def test_a_failing_task_draw_keeps_the_ended_episode_for_the_next_reset(make_cur
     assert stat_key("score") not in info and "episode" not in info
 
 
+def test_a_reset_whose_draw_fails_still_abandons_the_running_episode(make_curriculum: Any) -> None:
+    """`reset()` abandons the running episode even when its task draw fails: `step()` is then
+    refused, never run on into an episode that would be recorded for the abandoned task."""
+    curriculum = FlakyDrawCurriculum(make_curriculum(two_label_config()))
+    env = GymCurriculumEnv(FixedGymEnv(), curriculum)
+    env.reset()
+    env.step(0)
+    curriculum.failing = True
+    with pytest.raises(LookupError, match="^no task$"):
+        env.reset()
+    with pytest.raises(EpisodeNotStartedError):
+        env.step(0)
+    curriculum.failing = False
+    run_episodes(env, 1)
+    assert env.episodes == curriculum.curriculum.tracker.total_completions == 1
+
+
 class FailingStartGymEnv(FixedGymEnv):
     """`FixedGymEnv` whose next `reset()` raises while `failing` is set (its pending config kept)."""
 
