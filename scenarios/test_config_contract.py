@@ -890,3 +890,48 @@ def test_the_wrappers_hand_the_env_through_unchanged() -> None:
     assert not differ and frame == "frame" and calls == ["render", "close"], (
         f"the wrapper reports other objects than its env for {differ}; render() returned {frame!r}; the env saw "
         f"{calls} (expected ['render', 'close'])")
+
+
+#: (curriculum, options) a vector is built with, by backend name and by the pufferlib class
+_BACKEND_CASES = [
+    ("shared", {"num_envs": 2}),
+    ("local", {"num_envs": 2}),
+    ("shared", {"num_envs": 4, "batch_size": 2}),
+    ("shared", {"num_envs": 4, "num_workers": 3}),
+    ("local", {"num_envs": 2, "tracking": "centralized"}),
+]
+
+
+def _vector_outcome(backend: Any, shared: bool, options: dict[str, Any]) -> tuple[Any, ...]:
+    """What building the vector gave: the refusal's error type, or the vector's design, backend,
+    worker count and batch size."""
+    curriculum = Curriculum(_curriculum(algorithm=UniformConfig()), shared_memory=shared)
+    try:
+        try:
+            vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend=backend, **options)
+        except Exception as error:  # the refusal is the outcome compared
+            return ("refused", type(error).__name__)
+        inner = vecenv.vecenv
+        outcome = ("built", type(vecenv).__name__, type(inner).__name__, getattr(inner, "num_workers", None),
+                   getattr(inner, "agents_per_batch", None))
+        vecenv.close()
+        return outcome
+    finally:
+        curriculum.close()
+
+
+def test_a_backend_given_as_the_pufferlib_class_is_taken_as_its_name() -> None:
+    """`backend` takes "Serial" and "Multiprocessing" or the pufferlib classes (documented): a
+    class must get exactly what its name gets, the same checks (a local curriculum refused
+    under shared tracking across processes, batches refused on Serial), the same default worker
+    count and the same batches."""
+    import pufferlib.vector
+
+    differ = []
+    for name, cls in (("Serial", pufferlib.vector.Serial), ("Multiprocessing", pufferlib.vector.Multiprocessing)):
+        for kind, options in _BACKEND_CASES:
+            by_name = _vector_outcome(name, kind == "shared", options)
+            by_class = _vector_outcome(cls, kind == "shared", options)
+            if by_name != by_class:
+                differ.append(f"{name} with a {kind} curriculum and {options}: by name {by_name}, by class {by_class}")
+    assert not differ, "a backend class got other than its name:\n  " + "\n  ".join(differ)

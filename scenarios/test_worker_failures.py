@@ -9,8 +9,8 @@ just stops making progress.
 pufferlib Multiprocessing, four envs on two worker processes sharing one curriculum, or on
 four stepped in asynchronous batches of two (a batch is a block of two workers, one of which
 may have answered while the other is dead; or any two workers that are done, so the survivors
-keep every batch ready and nothing ever waits on the dead one): after some steps one worker is killed (SIGKILL)
-or frozen (SIGSTOP, with `worker_timeout`), also at the worst moment: after it flagged a
+keep every batch ready and nothing ever waits on the dead one): after some steps one worker is killed (SIGKILL),
+exits cleanly (code 0) or is frozen (SIGSTOP, with `worker_timeout`), also at the worst moment: after it flagged a
 step's infos and before they reached its pipe, the read that would wait for good. The
 next steps (or, after a kill, a `reset()` and the steps after it) must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
 seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
@@ -50,6 +50,9 @@ _STOP_WHILE_SENDING = mp.RawValue("i", 0)
 """The pid of the worker to stop while it sends its next step's infos (0: none); forked
 workers share it."""
 
+_EXIT_IN_STEP = mp.RawValue("i", 0)
+"""The pid of the worker whose env ends its process cleanly (exit code 0) in its next step."""
+
 
 class _StopsWhenPickled:
     """An info value whose pickling (in the worker, sending its infos) stops that worker."""
@@ -63,6 +66,8 @@ class _StopsWhileSendingInfos(ExactAccountingEnv):
     """Adds `_StopsWhenPickled` to a step's infos in the worker named by `_STOP_WHILE_SENDING`."""
 
     def step(self, actions):
+        if _EXIT_IN_STEP.value == os.getpid():  # an env that calls sys.exit(), or a library's os._exit(0)
+            os._exit(0)
         observations, rewards, terminals, truncations, infos = super().step(actions)
         if _STOP_WHILE_SENDING.value == os.getpid():
             _STOP_WHILE_SENDING.value = 0
@@ -132,8 +137,10 @@ STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 
 #: what the trainer calls next: a step, or (killed workers only: a frozen one is the same wait)
 #: a reset, which must not wait for the steps still running on a dead worker either;
-#: "stopped_sending": stopped in its next step, with its infos flagged and not sent
-FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), ("killed", "reset")]
+#: "stopped_sending": stopped in its next step, with its infos flagged and not sent; "exited": ended
+#: cleanly (exit code 0) in its next step, which is no less dead
+FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), ("killed", "reset"),
+          ("exited", "step")]
 
 
 #: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker,
@@ -163,6 +170,8 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"the vecenv failed before any fault: {before}, seed {scenario_seed}")
         if fault == "stopped_sending":
             _STOP_WHILE_SENDING.value = processes[victim].pid
+        elif fault == "exited":
+            _EXIT_IN_STEP.value = processes[victim].pid
         else:
             os.kill(processes[victim].pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
         struck = time.monotonic()
@@ -182,7 +191,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             process.join(timeout=LIMITS.deadline)
         alive = [p.pid for p in processes if p.exitcode is None]
         assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
-        ends = {i: p.exitcode for i, p in enumerate(processes) if not (fault == "killed" and i == victim)}
+        ends = {i: p.exitcode for i, p in enumerate(processes) if not (fault in ("killed", "exited") and i == victim)}
         killed = {i: code for i, code in ends.items() if code != -signal.SIGTERM}
         assert not killed, (
             f"worker {victim} {fault}: workers {sorted(killed)} ended with exit codes {killed}, not by SIGTERM (a "
@@ -199,7 +208,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"worker {victim} {fault}: the main process saw {seen[0]} completions reported, the curriculum holds "
             f"{recorded}, seed {scenario_seed}")
     finally:
-        _STOP_WHILE_SENDING.value = 0
+        _STOP_WHILE_SENDING.value = _EXIT_IN_STEP.value = 0
         for process in processes:
             if process.exitcode is None:
                 os.kill(process.pid, signal.SIGKILL)
