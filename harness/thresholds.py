@@ -386,6 +386,9 @@ class MultiAgentLimits:
     """After the midway reset, every `in_flight_reset_every` steps: a step sent, then a reset
     after each pause in turn (0: the workers may still be stepping; 0.05 s: they have answered,
     their infos unread; in three of them at least one env ends an episode)."""
+    batch_of_one_steps: int = 12
+    """Steps after each run of calls in the batches-of-one reset check (an episode ends in every
+    worker within them)."""
     reset_deadline: float = 30.0
     """Seconds a vector's `reset()` may take before the check fails it by name: a reset that
     blocks where `worker_timeout` does not reach (a pipe read for good) must not hang the gate."""

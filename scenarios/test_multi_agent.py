@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import multiprocessing
 import signal
 import time
@@ -31,7 +32,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, UniformConfig
+from curriculum import BucketedTaskGenerator, CurriculumConfig, SingleTaskGenerator, UniformConfig
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import REWARD_WRITES, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
@@ -269,5 +270,72 @@ def test_every_agent_count_scores_each_episode_once(curriculum_factory, curricul
         assert not wrong, f"{context}: the wrapper's counters (shown, expected): {wrong}, seed {scenario_seed}"
         watcher.verify(curriculum)
     finally:
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+
+
+#: calls in a row ("R" a reset, "S" a step), each run followed by steps: resets after a batch of
+#: one worker's step and after another reset, in every order up to four calls
+_CALL_RUNS = tuple("".join(calls) for length in (2, 3, 4) for calls in itertools.product("RS", repeat=length)
+                   if calls[0] == "R" and calls.count("R") >= 2)
+
+
+@pytest.mark.parametrize("tracking", ["shared", "centralized"])
+def test_resets_in_a_row_in_batches_of_one_lose_no_answer(curriculum_factory, require_capability, scenario_seed,
+                                                          tracking, oracle) -> None:
+    """Batches of one worker (each `recv()` returns whichever worker answered): a `reset()`
+    returns one worker's answer and leaves the other's for later, so resets in a row, and
+    resets between single steps (`_CALL_RUNS`), must still hand every episode the envs ended to
+    the trainer once and record it once; the envs answer every reset with an info, so an answer
+    taken for one already returned leaves that worker's pipe a message behind."""
+    options = {}
+    if tracking == "shared":
+        require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                           "this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
+        options["shared_memory"] = True
+    # one-step episodes: every step's answer holds an episode end, so an answer read late shows
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=LabelledTaskGenerator(SingleTaskGenerator({"episode_length": 1, "reward_per_step": 0.5},
+                                                                 label="one step")),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed), **options)
+    if tracking == "centralized":
+        require_capability(callable(getattr(curriculum, "sync_state", None)),
+                           "centralized tracking needs sync_state()/apply_sync_state()")
+    watcher = oracle(context=f"Multiprocessing, batches of one, {tracking}")
+    ran = multiprocessing.Value("q", 0)
+
+    def make_env(buf=None, seed=0):
+        return ExactAccountingEnv(num_agents=1, buf=buf, episode_counter=ran, infos="dict",  # infos at every reset
+                                  seed=seed + 1000 * scenario_seed)
+
+    vecenv = make_curriculum_vecenv(make_env, curriculum, backend="Multiprocessing", tracking=tracking, num_envs=2,
+                                    num_workers=2, batch_size=1, seed=scenario_seed,
+                                    worker_timeout=LIMITS.worker_timeout)
+    try:
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        for calls in _CALL_RUNS:
+            for call in calls:
+                if call == "S":
+                    watcher.observe(vecenv.step(actions)[4])
+                    continue
+                with _returns_within(LIMITS.reset_deadline, f"{tracking}: a reset in the calls {calls}"):
+                    watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+            for _ in range(LIMITS.batch_of_one_steps):
+                watcher.observe(vecenv.step(actions)[4])
+        with _returns_within(LIMITS.reset_deadline, f"{tracking}: the reset after the run"):
+            watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+        ended = len(watcher.episodes)
+        stats = curriculum.stats()
+        recorded = stats["total_completions"] + stats["late_completions"]
+        assert ended == ran.value == recorded and ended > 0, (
+            f"{tracking}: the envs ended {ran.value} episodes, the trainer received the infos of {ended}, the "
+            f"curriculum recorded {recorded}, seed {scenario_seed}")
+        if tracking == "centralized":
+            assert vecenv.completions == recorded, (
+                f"{tracking}: the vector counts {vecenv.completions} completions, the curriculum recorded {recorded}, "
+                f"seed {scenario_seed}")
+        watcher.verify(curriculum)
+    finally:
+        vecenv.close()
         if callable(getattr(curriculum, "close", None)):
             curriculum.close()

@@ -313,7 +313,8 @@ def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory,
     caller), and when the workers' env ignores SIGTERM (they are killed once the grace period,
     shortened here, ran out: one period for all of them, `close()` returns within it plus
     `LIMITS.stop_slack`). An env that cleans up on SIGTERM within the grace period gets to
-    finish (its workers exit with 0, never killed). No worker process is left running."""
+    finish (its workers exit with 0, never killed). No worker process is left running, and a
+    vector whose `close()` raised is closed all the same."""
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     raises, make_env = HARD_TO_CLOSE[env]
@@ -346,6 +347,7 @@ def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory,
         else:
             with pytest.raises(RuntimeError, match=raises):
                 vecenv.close()
+            _assert_closed_for_good(vecenv, scenario_seed)
         running = [p.pid for p in processes if p.exitcode is None]
         assert not running, (
             f"worker processes {running} still run after close() (the env {env}), seed {scenario_seed}")
@@ -354,6 +356,19 @@ def test_an_env_hard_to_close_still_leaves_no_worker_running(curriculum_factory,
             if process.exitcode is None:
                 os.kill(process.pid, signal.SIGKILL)
         getattr(curriculum, "close", lambda: None)()
+
+
+def _assert_closed_for_good(vecenv: Any, seed: int) -> None:
+    """After a `close()` that raised (the env's error reaching the caller), the vector is closed
+    all the same: it says so, refuses a step by name, and a second `close()` (a `with` block's
+    exit, a cleanup handler) returns quietly instead of raising the env's error again."""
+    assert getattr(vecenv, "closed", True), f"after a close() that raised, the vector reports closed=False, seed {seed}"
+    with pytest.raises(WorkerProcessError):
+        vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+    try:
+        vecenv.close()
+    except Exception as error:  # noqa: BLE001 - reported below
+        pytest.fail(f"a second close() after one that raised raised {type(error).__name__}: {error}, seed {seed}")
 
 
 class _SlowInTheLastWorkers(ExactAccountingEnv):
