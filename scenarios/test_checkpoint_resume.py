@@ -37,6 +37,7 @@ from curriculum.algorithms.learning_progress import STATE_FIELDS
 from curriculum.algorithms.staged import STAGE_COUNTERS
 from curriculum.config import MAX_COUNT
 from curriculum.curriculum import MAX_TASK_ID
+from curriculum.tracker import COUNTERS
 from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
 from harness.task_spaces import impossible_task_space
@@ -624,6 +625,7 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
                   ("stage_window_sum", 0, algorithm.window + 1.0), ("stage_window_sum", 0, -1.0)]
     # a count past MAX_COUNT; an id past MAX_TASK_ID whose remainder still names its slot
     edits += [("completions", 0, MAX_COUNT + 1), ("task_ids", 0, (MAX_TASK_ID // pool + 1) * pool)]
+    edits += [("counters", COUNTERS.index(name), -1) for name in COUNTERS]  # each pool-wide counter below 0
     if isinstance(algorithm, LearningProgressConfig):
         label = int(arrays["lp_label"][0]) - 1
         edits += [("lp_label_usefulness", label, 1.5), ("lp_label_usefulness", label, -0.5),
