@@ -306,13 +306,14 @@ def test_resumed_staged_run_matches_uninterrupted_run(curriculum_factory, requir
 
 @pytest.mark.parametrize("setup", ["learning_progress", "staged"])
 def test_a_curriculum_rolled_back_to_a_checkpoint_continues_as_the_uninterrupted_run(
-        curriculum_factory, require_capability, scenario_seed, oracle, setup) -> None:
+        curriculum_factory, require_capability, uses_builtin_curriculum, scenario_seed, oracle, setup) -> None:
     """Training rolls back in place: the same curriculum object, after running on, loads an
     earlier checkpoint (one taken before its first task, one mid-run, both kept in memory as
     `get_state()` returned them) and must continue exactly as the uninterrupted run did from
     there: the checkpoints must not change as the curriculum runs on, before or after it was
     restored from them, and nothing the object learned or cached after them (labels seen,
-    statistics, random state) may outlive the restore."""
+    statistics, random state, task objects) may outlive the restore: the built-in curriculum's
+    whole state at the end is the uninterrupted run's."""
     if setup == "staged":
         def make_space():
             return staged_space(scenario_seed)
@@ -358,6 +359,12 @@ def test_a_curriculum_rolled_back_to_a_checkpoint_continues_as_the_uninterrupted
               if curriculum.stats().get(key) != value}
     assert not differ, (f"{setup}: numbers after the last roll-back and replay differ from the uninterrupted run "
                         f"(uninterrupted, rolled back): {differ}, seed {scenario_seed}")
+    if uses_builtin_curriculum:  # its whole state, which the next checkpoint carries, is the uninterrupted run's
+        ours, theirs = curriculum.get_state(), original.get_state()
+        keys = sorted(key for key in set(ours) | set(theirs) if ours.get(key) != theirs.get(key))
+        arrays = sorted(name for name in ours["arrays"] if ours["arrays"][name] != theirs["arrays"].get(name))
+        assert not keys, (f"{setup}: after the last roll-back and replay, get_state() differs from the uninterrupted "
+                          f"run's in {keys} (arrays {arrays}), seed {scenario_seed}")
 
 
 def _other_values(value: Any) -> list[Any]:
