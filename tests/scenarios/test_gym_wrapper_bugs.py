@@ -22,7 +22,9 @@ PLANTED = {
     "config applied after the reset": ("""
         import curriculum.gym_env as g
         def reset(self, *, seed=None, options=None):
-            task = self._next_task if self._next_task is not None and not self._running else self._accounting.draw_task()
+            running, self._running = self._running, False
+            task = self._next_task if self._next_task is not None and not running else self._accounting.draw_task()
+            self._next_task = task
             obs, info = self.env.reset(seed=seed, options=options)
             self._set_env_config(task.env_cfg)  # bug: after the reset, so the episode runs the previous config
             self._task, self._next_task, self._return, self._running = task, None, 0.0, True
