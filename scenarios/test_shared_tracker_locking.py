@@ -24,6 +24,7 @@ import queue as queue_module
 import random
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -1298,6 +1299,9 @@ def test_attach_refuses_a_block_it_cannot_trust_by_name(curriculum_factory, requ
         require_capability(callable(attach) and bool(name) and os.path.isfile(os.path.join(SEGMENT_DIR, name)),
                            f"this curriculum has no `attach` by a name under {SEGMENT_DIR}")
         live_path = os.path.join(SEGMENT_DIR, name)
+        mode = stat.S_IMODE(os.stat(live_path).st_mode)
+        assert mode == 0o600, (f"the live tracker's block was created with mode {mode:04o}: another user could read "
+                               f"(or write) it; expected 0600, seed {scenario_seed}")
         for _ in range(6):
             live.update_task_performance(live.get_task().task_id, 0.5)
         _UNTRUSTED_BLOCKS[block](live_path, planted)

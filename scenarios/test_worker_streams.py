@@ -169,7 +169,7 @@ def _draws_of_unseeded_handles(attach, name: str, config: CurriculumConfig) -> l
 
 def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_capability, scenario_seed) -> None:
     """Uniform sampling (draws depend on the stream alone): for each seed, a used curriculum
-    reseeded, a used gymnasium env reset with the seed, and (shared memory) a handle attached
+    reseeded (and reseeded with it again), a used gymnasium env reset with the seed, and (shared memory) a handle attached
     with the seed draw the tasks a fresh curriculum reseeded with it draws; handles attached
     without one, each in its own process, draw streams of their own."""
     config = stream_config(scenario_seed, UniformConfig())
@@ -187,6 +187,11 @@ def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_c
         got = [used.get_task().task_id for _ in range(LIMITS.stream_draws)]
         assert got == expected, (f"reseed({seed}) after {LIMITS.stream_draws} episodes drew {got[:8]}..., a fresh "
                                  f"curriculum reseeded with {seed} draws {expected[:8]}..., seed {scenario_seed}")
+        used.reseed(seed)  # the same seed again: the stream starts over, as a rerun from that seed does
+        again = [used.get_task().task_id for _ in range(LIMITS.stream_draws)]
+        assert again == expected, (
+            f"reseed({seed}) a second time drew {again[:8]}..., a fresh curriculum reseeded with {seed} draws "
+            f"{expected[:8]}..., seed {scenario_seed}")
 
         reference = _gym_stream(GymCurriculumEnv(GymExactAccountingEnv(), curriculum_factory(config), seed=0),
                                 seed, LIMITS.stream_draws)
