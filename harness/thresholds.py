@@ -199,15 +199,16 @@ class SharedTrackerLimits:
     """Seconds a live holder keeps the lock busy, and how long after its release the writer
     waiting on it may take to get it (measured: under 0.01 s; a back-off of 20 us doubling
     without a cap sleeps from 0.66 s to 1.31 s, 0.5 s past the release)."""
-    handovers: int = 2
+    handovers: int = 6
     handover_every: float = 0.3
     """Times a holder hands the lock on (to itself, at once) before it gets stuck, and the
-    seconds between two handovers, in timeouts (each shorter than one: the wait goes on)."""
+    seconds between two handovers, in timeouts (each shorter than one: the wait goes on; all
+    of them longer than one, so a timeout counted from the start of the wait shows)."""
     stuck_after_handovers: float = 10.0
     """Seconds it then holds the lock (a waiter that never times out gets it after that)."""
     max_wait_after_handovers: float = 3.0
     """Timeouts a waiter may take after the last handover before `LockTimeoutError`."""
-    handover_attempts: int = 3
+    handover_attempts: int = 8
     """Updates tried: one that wins a handover goes through, and the next waits again."""
     max_wait_after_kill: float = 5.0
     """Seconds the survivors may take to finish once the lock holder was SIGKILLed."""

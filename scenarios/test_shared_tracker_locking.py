@@ -622,6 +622,10 @@ def test_a_lock_holder_stuck_after_handing_the_lock_on_still_times_out(curriculu
             f"updates while process {holder.pid} handed the lock on {relays} times, {every:.2f} s apart, then held it: "
             f"(seconds, outcome) {outcomes}; expected LockTimeoutError naming the holder, timeout {timeout} s, "
             f"seed {scenario_seed}")
+        assert waited >= (relays - 1) * every, (
+            f"a writer waiting while process {holder.pid} handed the lock on {relays} times, {every:.2f} s apart, "
+            f"timed out after {waited:.1f} s, while the lock still moved: (seconds, outcome) {outcomes}; the timeout "
+            f"of {timeout} s counts from the last handover, seed {scenario_seed}")
         assert waited <= deadline, (
             f"a writer waited {waited:.1f} s for a lock handed on {relays} times {every:.2f} s apart and then held, "
             f"limit {deadline:.1f} s (the handovers, then {LIMITS.max_wait_after_handovers} timeouts of {timeout} s), "
