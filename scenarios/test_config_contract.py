@@ -935,3 +935,32 @@ def test_a_backend_given_as_the_pufferlib_class_is_taken_as_its_name() -> None:
             if by_name != by_class:
                 differ.append(f"{name} with a {kind} curriculum and {options}: by name {by_name}, by class {by_class}")
     assert not differ, "a backend class got other than its name:\n  " + "\n  ".join(differ)
+
+
+@pytest.mark.parametrize("wrapper", ["CurriculumEnv", "GymCurriculumEnv", "vector"])
+def test_nothing_keeps_a_curriculum_alive_once_its_caller_lets_go(wrapper) -> None:
+    """A curriculum handed to a seeded wrapper, or to a vector, is the caller's: once the
+    caller dropped it and the wrapper (closed), nothing of the library may still hold it, or
+    every run of a sweep in one process keeps its pools (and a shared one its block) alive."""
+    import gc
+    import weakref
+
+    curriculum = Curriculum(_curriculum(task_generator=SingleTaskGenerator({"episode_length": 2}, label="two steps"),
+                                        algorithm=UniformConfig()))
+    if wrapper == "vector":
+        env = make_curriculum_vecenv(_exact_env, curriculum, backend="Serial", num_envs=2, seed=3)
+        env.reset(seed=3)
+    elif wrapper == "CurriculumEnv":
+        env = CurriculumEnv(ExactAccountingEnv(), curriculum, seed=3)
+        env.reset()
+    else:
+        env = GymCurriculumEnv(GymExactAccountingEnv(), curriculum, seed=3)
+        env.reset(seed=3)
+    alive = weakref.ref(curriculum)
+    env.close()
+    curriculum.close()
+    del env, curriculum
+    gc.collect()
+    assert alive() is None, (
+        f"a curriculum given to a seeded {wrapper}, closed and dropped with it, is still referenced by "
+        f"{[type(r).__name__ for r in gc.get_referrers(alive())][:5]}")
