@@ -431,6 +431,8 @@ class EnvWrapperLimits:
 
     episodes: int = 300
     """Episodes of the single-env config check."""
+    report_completions: int = 12
+    """Completions of the pool-report cadence check (two-step episodes)."""
     abandon_every: int = 4
     """Of those, every this-many-th is abandoned by a `reset()` after its first step."""
     fail_every_reset: int = 7

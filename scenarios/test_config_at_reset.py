@@ -370,3 +370,28 @@ def test_every_task_is_the_one_its_id_names(curriculum_factory, require_capabili
                        f"{LIMITS.min_churn_evictions} needed for new tasks to be generated beside handed-out ones), "
                        f"seed {scenario_seed}")
     watcher.verify()
+
+
+@pytest.mark.parametrize("interval", [1, 2, 3])
+def test_pool_reports_come_every_stats_interval_completions_from_the_first(curriculum_factory, curriculum_env_class,
+                                                                          scenario_seed, oracle, interval) -> None:
+    """A wrapper reports pool-wide numbers with its first completion and then every
+    `stats_interval` completions (documented), `stats_interval=1` included: every completion."""
+    watcher = oracle(context=f"stats_interval={interval}")
+    curriculum = watcher.watch(curriculum_factory(CurriculumConfig(
+        task_generator=LabelledTaskGenerator(SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25},
+                                                                 label="two steps")),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)))
+    env = curriculum_env_class(ExactAccountingEnv(episode_length=2), curriculum, seed=scenario_seed,
+                               stats_interval=interval)
+    env.reset()
+    for _ in range(2 * LIMITS.report_completions):
+        watcher.observe(env.step(np.zeros(1, dtype=np.int32))[4])
+    env.close()
+    reports = [episode.pool_report for episode in watcher.episodes]
+    expected = [index % interval == 0 for index in range(len(reports))]
+    assert reports == expected and len(reports) == LIMITS.report_completions, (
+        f"stats_interval={interval}: pool reports at completions "
+        f"{[i + 1 for i, r in enumerate(reports) if r]} of {len(reports)}, expected "
+        f"{[i + 1 for i, r in enumerate(expected) if r]}, seed {scenario_seed}")
+    watcher.verify()
