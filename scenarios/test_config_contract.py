@@ -29,12 +29,15 @@ held to its docstring over a grid of layouts and core counts.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import inspect
 import math
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pufferlib.vector
 import pytest
 
 from curriculum import (
@@ -925,8 +928,6 @@ def test_a_backend_given_as_the_pufferlib_class_is_taken_as_its_name() -> None:
     class must get exactly what its name gets, the same checks (a local curriculum refused
     under shared tracking across processes, batches refused on Serial), the same default worker
     count and the same batches."""
-    import pufferlib.vector
-
     differ = []
     for name, cls in (("Serial", pufferlib.vector.Serial), ("Multiprocessing", pufferlib.vector.Multiprocessing)):
         for kind, options in _BACKEND_CASES:
@@ -942,9 +943,6 @@ def test_nothing_keeps_a_curriculum_alive_once_its_caller_lets_go(wrapper) -> No
     """A curriculum handed to a seeded wrapper, or to a vector, is the caller's: once the
     caller dropped it and the wrapper (closed), nothing of the library may still hold it, or
     every run of a sweep in one process keeps its pools (and a shared one its block) alive."""
-    import gc
-    import weakref
-
     curriculum = Curriculum(_curriculum(task_generator=SingleTaskGenerator({"episode_length": 2}, label="two steps"),
                                         algorithm=UniformConfig()))
     if wrapper == "vector":
