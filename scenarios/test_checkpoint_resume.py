@@ -572,13 +572,12 @@ def _loaded_anyway(curriculum: Any, altered: list[tuple[str, Any]], saved: str) 
     return accepted
 
 
-@pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
-def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_nothing(
-        curriculum_factory, require_capability, scenario_seed, setup) -> None:
-    """A checkpoint whose numbers are altered one at a time (a count, id or index turned into a
-    fraction, a score or statistic into a string: a hand-edited or mis-serialised file) must be
-    refused, never cut to a whole number or read as something else, and the curriculum it was
-    loaded into must keep its state."""
+def _played_with_checkpoints(curriculum_factory, require_capability, scenario_seed: int,
+                             setup: str) -> tuple[Any, CurriculumConfig, dict[str, Any], str]:
+    """A curriculum of `setup` ("learning_progress", "staged" or "uniform") played on, its
+    config, its checkpoint of `LIMITS.episodes_since_refused` episodes before (as JSON values: the altered
+    ones start from it, so whatever a refused one leaves behind, its random state included,
+    shows) and its state now (JSON text, what a refusal must leave)."""
     if setup == "staged":
         space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
     else:
@@ -587,9 +586,20 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
                                   algorithm=UniformConfig() if setup == "uniform" else LearningProgressConfig())
     curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
     _play(curriculum, space.simulator, LIMITS.episodes_before)
-    earlier = json.loads(json.dumps(curriculum.get_state()))  # refused ones are of an earlier moment: rng too
+    earlier = json.loads(json.dumps(curriculum.get_state()))
     _play(curriculum, space.simulator, LIMITS.episodes_since_refused)
-    saved = json.dumps(curriculum.get_state(), sort_keys=True)
+    return curriculum, config, earlier, json.dumps(curriculum.get_state(), sort_keys=True)
+
+
+@pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
+def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_nothing(
+        curriculum_factory, require_capability, scenario_seed, setup) -> None:
+    """A checkpoint whose numbers are altered one at a time (a count, id or index turned into a
+    fraction, a score or statistic into a string: a hand-edited or mis-serialised file) must be
+    refused, never cut to a whole number or read as something else, and the curriculum it was
+    loaded into must keep its state."""
+    curriculum, _, earlier, saved = _played_with_checkpoints(curriculum_factory, require_capability, scenario_seed,
+                                                             setup)
     altered = _altered_kinds(earlier, random.Random(scenario_seed))
     require_capability(bool(altered), f"{setup}: the checkpoint holds no numbers to alter")
     accepted = _loaded_anyway(curriculum, altered, saved)
@@ -753,17 +763,8 @@ def test_a_checkpoint_of_another_shape_is_refused_and_changes_nothing(
     slot short or long, another format: a file of another version or cut short) must be
     refused, and the curriculum it was loaded into must keep its state."""
     require_capability(uses_builtin_curriculum, "the shape is that of the built-in curriculum's checkpoint")
-    if setup == "staged":
-        space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
-    else:
-        space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
-        config = CurriculumConfig(task_generator=space.generator, num_active_tasks=LIMITS.pool, seed=scenario_seed,
-                                  algorithm=UniformConfig() if setup == "uniform" else LearningProgressConfig())
-    curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
-    _play(curriculum, space.simulator, LIMITS.episodes_before)
-    earlier = json.loads(json.dumps(curriculum.get_state()))
-    _play(curriculum, space.simulator, LIMITS.episodes_since_refused)
-    saved = json.dumps(curriculum.get_state(), sort_keys=True)
+    curriculum, _, earlier, saved = _played_with_checkpoints(curriculum_factory, require_capability, scenario_seed,
+                                                             setup)
     accepted = _loaded_anyway(curriculum, _reshaped(earlier), saved)
     assert not accepted, (
         f"{setup}: a checkpoint of another shape was restored: {'; '.join(accepted[:5])}, seed {scenario_seed}")
@@ -780,17 +781,8 @@ def test_a_checkpoint_number_outside_its_documented_range_is_refused_and_changes
     be refused, and the curriculum it was loaded into must keep its state: loaded, such a state
     stalls a stage for good or hands out one task for two."""
     require_capability(uses_builtin_curriculum, "the ranges are those of the built-in curriculum's checkpoint")
-    if setup == "staged":
-        space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
-    else:
-        space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
-        config = CurriculumConfig(task_generator=space.generator, num_active_tasks=LIMITS.pool, seed=scenario_seed,
-                                  algorithm=LearningProgressConfig())
-    curriculum = _checkpointable(curriculum_factory, require_capability, config, setup)
-    _play(curriculum, space.simulator, LIMITS.episodes_before)
-    earlier = json.loads(json.dumps(curriculum.get_state()))  # refused ones are of an earlier moment: rng too
-    _play(curriculum, space.simulator, LIMITS.episodes_since_refused)
-    saved = json.dumps(curriculum.get_state(), sort_keys=True)
+    curriculum, config, earlier, saved = _played_with_checkpoints(curriculum_factory, require_capability,
+                                                                  scenario_seed, setup)
     earlier = _with_a_remembered_configuration(earlier)
     assert _loaded_anyway(curriculum, [("unaltered", earlier)], saved) == ["unaltered"], (
         f"{setup}: the checkpoint the altered ones start from was refused, seed {scenario_seed}")

@@ -330,3 +330,23 @@ def staged_config(*, num_stages: int = 3, min_episodes: int = 4, num_active_task
         stages=stages, advancement_threshold=0.5, min_episodes=min_episodes, window=min_episodes
     )
     return CurriculumConfig(algorithm=algorithm, num_active_tasks=num_active_tasks)
+
+
+class FlakyDrawCurriculum:
+    """A protocol curriculum over a real one whose get_task() raises while `failing` is set."""
+
+    def __init__(self, curriculum: Any) -> None:
+        self.curriculum = curriculum
+        self.config = curriculum.config
+        self.failing = False
+
+    def get_task(self) -> Any:
+        if self.failing:
+            raise LookupError("no task")
+        return self.curriculum.get_task()
+
+    def update_task_performance(self, task_id: int, score: float) -> bool:
+        return self.curriculum.update_task_performance(task_id, score)
+
+    def stats(self) -> dict[str, Any]:
+        return self.curriculum.stats()

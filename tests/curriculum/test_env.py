@@ -32,6 +32,7 @@ from env_doubles import (
     OBS_TAG,
     EnvFailure,
     FixedEpisodeEnv,
+    FlakyDrawCurriculum,
     NoConfigEnv,
     ReportingEnv,
     ScriptedFailuresEnv,
@@ -514,28 +515,10 @@ def test_a_failing_auto_reset_keeps_the_ended_episode_and_leaks_nothing_into_the
     assert float(curriculum.tracker.score_sum.sum()) == 1.0
 
 
-class FlakyDraws:
-    """A protocol curriculum over a real one whose get_task() raises while `failing` is set."""
-
-    def __init__(self, curriculum: Any) -> None:
-        self.curriculum, self.config, self.failing = curriculum, curriculum.config, False
-
-    def get_task(self) -> Any:
-        if self.failing:
-            raise LookupError("no task")
-        return self.curriculum.get_task()
-
-    def update_task_performance(self, task_id: int, score: float) -> bool:
-        return self.curriculum.update_task_performance(task_id, score)
-
-    def stats(self) -> dict[str, Any]:
-        return self.curriculum.stats()
-
-
 def test_a_reset_whose_draw_fails_still_abandons_the_running_episode(make_curriculum: Any) -> None:
     """`reset()` abandons the running episode even when its task draw fails: `step()` is then
     refused, never run on into an episode recorded for the abandoned task."""
-    curriculum = FlakyDraws(make_curriculum(two_label_config()))
+    curriculum = FlakyDrawCurriculum(make_curriculum(two_label_config()))
     env = CurriculumEnv(FixedEpisodeEnv(), curriculum)
     env.reset()
     run_steps(env, 2)

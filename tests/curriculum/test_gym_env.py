@@ -14,7 +14,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleEnv
 from gymnasium.envs.classic_control.pendulum import PendulumEnv
 from gymnasium.utils.env_checker import check_env
 
-from env_doubles import HARD, FixedGymEnv, two_label_config
+from env_doubles import HARD, FixedGymEnv, FlakyDrawCurriculum, two_label_config
 from curriculum import (
     BucketedTaskGenerator,
     CurriculumConfig,
@@ -121,26 +121,6 @@ def test_a_score_fn_result_that_is_not_a_real_number_drops_the_episode_once(make
         env.step(0)
     (info,) = run_episodes(env, 1)
     assert info[stat_key("score")] == 0.5 and env.episodes == curriculum.tracker.total_completions == 1
-
-
-class FlakyDrawCurriculum:
-    """A protocol curriculum over a real one whose get_task() raises while `failing` is set."""
-
-    def __init__(self, curriculum: Any) -> None:
-        self.curriculum = curriculum
-        self.config = curriculum.config
-        self.failing = False
-
-    def get_task(self) -> Any:
-        if self.failing:
-            raise LookupError("no task")
-        return self.curriculum.get_task()
-
-    def update_task_performance(self, task_id: int, score: float) -> bool:
-        return self.curriculum.update_task_performance(task_id, score)
-
-    def stats(self) -> dict[str, Any]:
-        return self.curriculum.stats()
 
 
 def test_a_failing_task_draw_keeps_the_ended_episode_for_the_next_reset(make_curriculum: Any) -> None:
