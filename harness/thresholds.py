@@ -474,6 +474,9 @@ class EnvWrapperLimits:
     rules_episodes: int = 2500
     """Episodes of the run whose every completion and refresh is held to the documented rules of
     learning progress."""
+    rules_one_configuration_episodes: int = 1200
+    """Episodes of the same check on a pool of copies of one configuration (learned within about
+    200, forgotten at 600, learned again)."""
     rules_stats_every: int = 8
     """Episodes between two comparisons of `stats()`'s pool counts with the rules (stats() takes
     as long as a completion and a refresh together)."""

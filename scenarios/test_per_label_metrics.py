@@ -507,34 +507,23 @@ def _followed(curriculum_factory, require_capability, config: CurriculumConfig,
     return curriculum, tracker, tracker.backend.arrays, id_fields(config.task_generator, tracker.capacity)
 
 
-@pytest.mark.parametrize("settings", sorted(_LP_SETTINGS))
-def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_factory, require_capability,
-                                                                   scenario_seed, settings) -> None:
-    """Each completion changes the learning-progress state as the module docstring of
-    `curriculum.algorithms.learning_progress` says (the task's statistics, frontier practice,
-    label usefulness and retries, the budgets a mastery renews; for a task of the first fill,
-    its configuration looked up; for an evicted one, its statistics remembered, the task the
-    rules admit in its place and what it inherits), only a task the rules let go is evicted,
-    and each refresh samples from
-    the distribution those rules give for that state (`harness.lp_reference`): exploration
-    floor, cold, revisit and retry budgets, learning progress, the frontier and the fallback
-    when nothing learns, split per configuration. Learnable, impossible, noisy and slowly
-    learned tasks, copies of one configuration, evictions and a student who forgets halfway
-    make each rule decide; a budget misspent in a state the simulated students seldom reach
-    (a stalled task left to the floor, frontier practice not renewed) shows here. The pool
-    counts `stats()` reports (cold, learned, frontier, revisited tasks) are those of the rules."""
-    config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
-    curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS)
+def _follow_rules(curriculum_factory, require_capability, curriculum_config: CurriculumConfig, name: str,
+                  episodes: int) -> Counter:
+    """Play `episodes` of `_rules_student` (who forgets everything halfway) on the built-in
+    curriculum of `curriculum_config`, refreshed at every completion, holding each completion,
+    eviction, admission, refresh and (every `rules_stats_every` episodes) the pool counts of
+    `stats()` to the documented rules; returns how many refreshes each rule decided."""
     generator = curriculum_config.task_generator
+    config = curriculum_config.algorithm
     curriculum, tracker, arrays, ignore = _followed(curriculum_factory, require_capability, curriculum_config,
                                                     "the rules are those of the built-in learning progress")
-    rng = np.random.default_rng(scenario_seed)
+    rng = np.random.default_rng(curriculum_config.seed)
     practice: Counter = Counter()
     decided: Counter = Counter()
     try:
-        for episode in range(1, LIMITS.rules_episodes + 1):
+        for episode in range(1, episodes + 1):
             task = curriculum.get_task()
-            if episode == LIMITS.rules_episodes // 2:
+            if episode == episodes // 2:
                 practice.clear()  # the student forgets everything it learned
             score = _rules_student(task, practice, rng)
             slot = tracker.task_ids.tolist().index(task.task_id)
@@ -542,8 +531,8 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
             presented = (tracker.completions >= curriculum.config.min_presentations).tolist()
             curriculum.update_task_performance(task.task_id, score)
             after = read_state(arrays)
-            where = (f"[{settings}] episode {episode}, task {task.task_id} ({task.label}, slot {slot}), "
-                     f"seed {scenario_seed}")
+            where = (f"[{name}] episode {episode}, task {task.task_id} ({task.label}, slot {slot}), "
+                     f"seed {curriculum_config.seed}")
             expected = reference_record(before, slot, score, config, (task.env_cfg, task.label, ignore))
             admitted = tracker.task_ids.item(slot)
             if admitted != task.task_id:  # evicted (shortlisted by the refresh that saw the state before)
@@ -575,10 +564,49 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
                 assert reported == counts, f"{where}: stats() reports the pool as {reported}, by the rules {counts}"
     finally:
         curriculum.close()
+    return decided
+
+
+@pytest.mark.parametrize("settings", sorted(_LP_SETTINGS))
+def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_factory, require_capability,
+                                                                   scenario_seed, settings) -> None:
+    """Each completion changes the learning-progress state as the module docstring of
+    `curriculum.algorithms.learning_progress` says (the task's statistics, frontier practice,
+    label usefulness and retries, the budgets a mastery renews; for a task of the first fill,
+    its configuration looked up; for an evicted one, its statistics remembered, the task the
+    rules admit in its place and what it inherits), only a task the rules let go is evicted,
+    and each refresh samples from
+    the distribution those rules give for that state (`harness.lp_reference`): exploration
+    floor, cold, revisit and retry budgets, learning progress, the frontier and the fallback
+    when nothing learns, split per configuration. Learnable, impossible, noisy and slowly
+    learned tasks, copies of one configuration, evictions and a student who forgets halfway
+    make each rule decide; a budget misspent in a state the simulated students seldom reach
+    (a stalled task left to the floor, frontier practice not renewed) shows here. The pool
+    counts `stats()` reports (cold, learned, frontier, revisited tasks) are those of the rules."""
+    config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
+    curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS)
+    decided = _follow_rules(curriculum_factory, require_capability, curriculum_config, settings, LIMITS.rules_episodes)
     thin = {rule: decided[rule] for rule in ("learning progress", "fallback", "frontier", "revisit learned",
                                              "revisit stalled", "retry", "cold", "mastery", "eviction")
             if decided[rule] < (1 if rule in ("mastery", "eviction") else LIMITS.rules_min_steps)}
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
+
+
+def test_a_pool_of_one_configuration_follows_the_documented_rules(curriculum_factory, require_capability,
+                                                                  scenario_seed) -> None:
+    """The rules hold also when every configuration has as many copies as every other: here
+    each slot is a copy of one learnable configuration (its tasks differ only by a tag taken
+    from the task id), learned, kept while nothing better can be admitted, forgotten halfway
+    and learned again. Shares of the pool counted per configuration are uniform, the case an
+    implementation may take a shortcut for."""
+    generator = TaggedTasks(BucketedTaskGenerator({}, {"kind": ["learnable"], "rate": [0.05]},
+                                                  value_labels={"kind": {"learnable": "learnable"}}, seed=scenario_seed))
+    curriculum_config = CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(config_memory=64),
+                                         num_active_tasks=16, seed=scenario_seed, refresh_interval=1)
+    decided = _follow_rules(curriculum_factory, require_capability, curriculum_config, "one configuration",
+                            LIMITS.rules_one_configuration_episodes)
+    assert decided["revisit learned"] >= LIMITS.rules_min_steps, (
+        f"[one configuration] the pool was not learned: rules decided {dict(decided)}, seed {scenario_seed}")
 
 
 def test_each_refresh_draws_from_the_distribution_it_publishes(curriculum_factory, require_capability,
