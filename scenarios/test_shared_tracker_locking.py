@@ -1270,6 +1270,15 @@ _DAMAGED_HEADERS: dict[str, Any] = {
 }
 
 
+#: Sizes a copy of a live tracker is cut to (a truncated copy, a block a full /dev/shm cut
+#: short), from its size: the arrays its header lays out no longer fit.
+_CUTS: dict[str, Any] = {
+    "half its size": lambda size: size // 2,
+    "nine tenths of its size": lambda size: size * 9 // 10,
+    "one byte short": lambda size: size - 1,
+}
+
+
 #: What `attach` finds under a tracker's name that it must refuse (the shared tracker's documented
 #: refusals: missing, not a tracker, writable by others, reached through a symbolic link), each
 #: made from the live tracker's file at `live` into `path`.
@@ -1278,8 +1287,9 @@ _UNTRUSTED_BLOCKS: dict[str, Any] = {
     "a symbolic link to a live tracker": lambda live, path: os.symlink(live, path),
     "a copy of a live tracker that others can write": lambda live, path: (shutil.copyfile(live, path),
                                                                           os.chmod(path, 0o662)),
-    "a copy of a live tracker cut to half its size": lambda live, path: (
-        shutil.copyfile(live, path), os.chmod(path, 0o600), os.truncate(path, os.path.getsize(live) // 2)),
+    **{f"a copy of a live tracker cut to {what}": (lambda live, path, cut=cut: (
+        shutil.copyfile(live, path), os.chmod(path, 0o600), os.truncate(path, cut(os.path.getsize(live)))))
+       for what, cut in _CUTS.items()},
     "a file of the live tracker's size that is not a tracker": lambda live, path: (
         Path(path).write_bytes(bytes(range(256)) * (os.path.getsize(live) // 256 + 1)), os.chmod(path, 0o600)),
     "a named pipe": lambda live, path: os.mkfifo(path, 0o600),
@@ -1597,6 +1607,85 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
     assert _gone_or_removed(attached, removed), (
         f"once released, {attached} (its creator dead) must be removed; the cleanup removed {removed}, seed "
         f"{scenario_seed}")
+
+
+def _create_fork_and_wait(config: CurriculumConfig, creator_conn, worker_conn) -> None:
+    """Create a shared curriculum and fork a worker that uses it through the inherited block
+    (as forked env workers do, without attaching by name): on each word "record" it records an
+    episode and answers the pool's total, on "stop" it closes and exits. The creator then
+    waits to be killed."""
+    curriculum = Curriculum(config, shared_memory=True)
+    if os.fork() == 0:
+        try:
+            while worker_conn.recv() == "record":
+                curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
+                worker_conn.send(curriculum.stats()["total_completions"])
+            curriculum.close()
+            worker_conn.send("closed")
+        finally:
+            os._exit(0)
+    creator_conn.send(curriculum.shared_memory_name)
+    time.sleep(120)
+
+
+def test_the_cleanup_leaves_a_block_forked_workers_still_use(uses_builtin_curriculum, require_capability,
+                                                             scenario_seed) -> None:
+    """A trainer killed outright while a worker it forked still records through the inherited
+    block: the block is still in use, so the cleanup (its dry run and the real one, as any new
+    shared curriculum runs it) must neither list nor remove it; the worker goes on recording,
+    a process attaching by name sees every episode, and once the worker is gone the block is
+    an orphan the cleanup removes."""
+    require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+                              algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
+    resource_tracker.ensure_running()  # the forked creator registers its block with ours, which outlives it
+    context = mp.get_context("fork")
+    creator_here, creator_there = context.Pipe()
+    worker, worker_there = context.Pipe()
+    creator = context.Process(target=_create_fork_and_wait, args=(config, creator_there, worker_there))
+    creator.start()
+    name = creator_here.recv()
+    path = os.path.join(SEGMENT_DIR, name)
+    stopped = False
+    try:
+        worker.send("record")
+        first = worker.recv()
+        creator.kill()
+        creator.join()  # reaped (a timeout would wait on its sentinel, which the worker inherited)
+        listed = remove_orphaned_segments(dry_run=True)
+        removed = remove_orphaned_segments()
+        assert path not in listed and path not in removed and os.path.exists(path), (
+            f"the block {name} of a killed creator, still used by the worker it forked, was listed by the dry run "
+            f"({path in listed}) or removed by the cleanup ({path in removed or not os.path.exists(path)}), seed "
+            f"{scenario_seed}")
+        worker.send("record")
+        second = worker.recv()
+        joined = Curriculum.attach(name, config)
+        try:
+            seen = joined.stats()["total_completions"]
+        finally:
+            joined.close()
+        assert (first, second, seen) == (1, 2, 2), (
+            f"after its creator was killed, the forked worker's pool counted {first} then {second} episodes and a "
+            f"process attaching by name saw {seen} (expected 1, 2 and 2), seed {scenario_seed}")
+        worker.send("stop")
+        stopped = worker.poll(30) and worker.recv() == "closed"
+        deadline, removed = time.monotonic() + LIMITS.killed_creator_unlinked, []
+        while os.path.exists(path) and time.monotonic() < deadline:  # until the worker has exited
+            removed += remove_orphaned_segments()
+            time.sleep(0.05)
+        assert not os.path.exists(path), (
+            f"the worker closed and exited, and the block {name} of its killed creator, now used by nobody, was still "
+            f"there after {LIMITS.killed_creator_unlinked} s of cleanups, seed {scenario_seed}")
+    finally:
+        if not stopped:
+            worker.send("stop")
+        if creator.is_alive():
+            creator.kill()
+            creator.join(timeout=30)
+        if os.path.exists(path):
+            os.unlink(path)
+        resource_tracker.unregister("/" + name, "shared_memory")  # removed here: nothing left for the tracker
 
 
 def _with_creator_pid(block: bytes, dead: int) -> bytes:
