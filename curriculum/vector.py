@@ -633,7 +633,8 @@ class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
     curriculum once, with the recorder's `curriculum_stats/...` entries merged into the same
     info dict (pool-wide stats every `stats_interval` completions). After the step, a stage
     change is published on `stage_broadcast` before the infos are returned, so the workers'
-    next task draws see it. Staged progression and uniform only (see the module docstring).
+    next task draws see it; so is one made between steps (`load_state` of a checkpoint), at
+    the next step or reset. Staged progression and uniform only (see the module docstring).
     """
 
     tracking = "centralized"
@@ -677,8 +678,13 @@ class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
             self.stage_broadcast.publish(sync)
             self._published_changes = sync["stage_changes"]
 
+    def async_reset(self, seed: int | None = 0) -> None:
+        self._check_usable()
+        if self.stage_broadcast is not None:
+            self._publish()  # a stage set between steps (a checkpoint restored) reaches the reset's draws
+        super().async_reset(seed)
+
     def _on_infos(self, infos: list[Any]) -> None:
-        recorded = False
         record = self.recorder.record
         for info in infos:
             if not isinstance(info, dict):
@@ -687,8 +693,7 @@ class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
             if completion is None:
                 continue
             info.update(record(completion["task_id"], completion["label"], completion["score"]))
-            recorded = True
-        if recorded and self.stage_broadcast is not None:
+        if self.stage_broadcast is not None:  # also a stage set between steps, not by these completions
             self._publish()
 
 

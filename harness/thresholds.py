@@ -271,6 +271,11 @@ class StageSyncLimits:
     vec_steps: int = 400
     max_stage_lag_vec_steps: int = 1
     """A task drawn this many vec steps after an advancement must be of the new stage."""
+    followed_share_gap: float = 0.15
+    """Largest gap between the share of episodes a centralized vector's workers give paying tasks
+    and the main curriculum's sampling mass on them: 160 episodes, whose share near one half has
+    a standard deviation of 4 points (at most 9.4 over seeds 0-39 of uniform and staged
+    progression; copies that cannot follow learning progress: 43)."""
     # The regressing run (centralized, Multiprocessing, one env per worker): stages of paying and failing tasks, decided on
     # two episodes each, so the stage changes at almost every vec step, back and forth.
     regressing_lengths: tuple[int, ...] = (1, 1, 8)

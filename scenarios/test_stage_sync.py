@@ -22,6 +22,7 @@ curriculum can send.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import multiprocessing as mp
 import pickle
@@ -31,7 +32,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from curriculum import BucketedTaskGenerator, CurriculumConfig, CurriculumEnv, Stage, StagedProgressionConfig
+from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, CurriculumEnv,
+                        LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig)
 from curriculum.vector import StageBroadcast, make_curriculum_vecenv
 from harness.envs import INFO_FORMATS, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
@@ -175,6 +177,197 @@ def test_workers_agree_on_the_stage_and_record_every_episode_once(
                 "episodes_per_stage": {label: labels.count(label) for label in sorted(set(labels))}})
     finally:
         vecenv.close()
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+
+
+def _stages_started(obs: Any) -> list[int]:
+    """The stage of the task each env runs, from its observation (stages differ in length)."""
+    return [LENGTH_TO_STAGE[int(o[0])] for o in np.asarray(obs).reshape(LIMITS.num_envs, -1)]
+
+
+def _staged_vecenv(curriculum_factory, require_capability, seed: int, backend: str, tracking: str,
+                   config: CurriculumConfig) -> tuple[Any, Any]:
+    """A staged curriculum of `config` and its vector of `LIMITS.num_envs` envs (`backend`,
+    `tracking`), or the test skipped for a curriculum that cannot take part."""
+    options = {}
+    if tracking == "shared":
+        require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                           "this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
+        options["shared_memory"] = True
+    curriculum = curriculum_factory(config, **options)
+    needed = ("stage", "get_state", "load_state") + (("sync_state", "apply_sync_state") if tracking == "centralized"
+                                                     else ())
+    lacking = [name for name in needed if getattr(curriculum, name, None) is None] + \
+        missing_capabilities(curriculum, needed[1:])
+    if lacking and callable(getattr(curriculum, "close", None)):
+        curriculum.close()
+    require_capability(not lacking, f"{tracking} stage sync needs a staged curriculum with {lacking}")
+    vec_options = {"num_workers": LIMITS.num_workers, "overwork": True} if backend == "Multiprocessing" else {}
+    vecenv = make_curriculum_vecenv(_make_env, curriculum, backend=backend, tracking=tracking, num_envs=LIMITS.num_envs,
+                                    seed=seed, score_fn=full_score, **vec_options)
+    return curriculum, vecenv
+
+
+@pytest.mark.parametrize("tracking", ["shared", "centralized"])
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_a_stage_restored_into_a_running_vector_reaches_every_worker(curriculum_factory, require_capability,
+                                                                     scenario_seed, backend, tracking) -> None:
+    """The resume flow: the vector is built on a fresh curriculum and the checkpoint restored into
+    it (`load_state`, here of a run at the middle stage) before the reset; later, at the last
+    stage, the same checkpoint is restored again between two vec steps (a roll-back, under
+    centralized tracking, whose workers only follow the main curriculum). Each
+    time every env must start the restored stage (at the reset, or within the lag once the
+    episode it began before the restore ends), and the run must go on to the last stage:
+    workers left on the stage they were forked at run tasks the restored pool no longer
+    holds, every episode late, for ever."""
+    config = staged_config(scenario_seed)
+    restored = len(LIMITS.stage_episode_lengths) // 2
+    source = curriculum_factory(config)
+    try:
+        for _ in range(LIMITS.min_episodes * len(LIMITS.stage_episode_lengths)):
+            if source.stage == restored:
+                break
+            source.update_task_performance(source.get_task().task_id, 1.0)
+        require_capability(getattr(source, "stage", None) == restored,
+                           f"the curriculum did not reach stage {restored} on full scores in one process")
+        checkpoint = source.get_state()
+    finally:
+        if callable(getattr(source, "close", None)):
+            source.close()
+    curriculum, vecenv = _staged_vecenv(curriculum_factory, require_capability, scenario_seed, backend, tracking, config)
+    context = f"{backend}/{tracking}"
+    last = len(LIMITS.stage_episode_lengths) - 1
+    try:
+        curriculum.load_state(checkpoint)
+        obs, _ = vecenv.reset(seed=scenario_seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        # (the envs end their episodes together, so at the roll-back none runs a task of the last
+        # stage: an episode of a task issued after the checkpoint is unknown to the restored pool,
+        # and under shared tracking the workers record it themselves)
+        for when in ("before the reset",) + (("between two vec steps",) if tracking == "centralized" else ()):
+            if when == "between two vec steps":
+                curriculum.load_state(checkpoint)  # rolled back from the last stage, the vector running
+            stale, history = [], [curriculum.stage]
+            for step in range(1, LIMITS.vec_steps + 1):
+                obs, _, terminals, truncations, _ = vecenv.step(actions)
+                history.append(curriculum.stage)
+                done = np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)
+                stale += [(step, env, stage) for env, (ended, stage) in enumerate(zip(done, _stages_started(obs)))
+                          if ended and stage < min(restored, history[max(step - LIMITS.max_stage_lag_vec_steps, 0)])]
+                if curriculum.stage == last:
+                    break
+            stats = curriculum.stats()
+            assert not stale and stats["stage"] == last, (
+                f"{context}: after a checkpoint at stage {restored} was restored {when}, envs started episodes of "
+                f"earlier stages (vec step, env, stage): {stale[:5]} ({len(stale)} in all), and {step} vec steps later "
+                f"the run was at stage {stats['stage']} of {last}, {stats.get('late_completions')} late completions, "
+                f"seed {scenario_seed}")
+    finally:
+        vecenv.close()
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+
+
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_a_reset_records_the_episodes_it_cuts_short_before_the_workers_draw(curriculum_factory, require_capability,
+                                                                            scenario_seed, backend) -> None:
+    """Centralized tracking in an asynchronous loop that resets with a step in flight (an epoch or
+    evaluation reset after `send()`): the episodes that step ends come back with the reset's
+    infos, and must be recorded before the workers draw their next tasks. Here every such step
+    ends one episode per env, enough for the stage to advance, so every env must start the new
+    stage at the reset, cycle after cycle, with no episode late."""
+    base = staged_config(scenario_seed)
+    config = dataclasses.replace(base, algorithm=dataclasses.replace(
+        base.algorithm, min_episodes=LIMITS.num_envs, window=LIMITS.num_envs))
+    curriculum, vecenv = _staged_vecenv(curriculum_factory, require_capability, scenario_seed, backend, "centralized",
+                                        config)
+    context = f"{backend}/centralized"
+    try:
+        obs, _ = vecenv.reset(seed=scenario_seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        cycles = []
+        for cycle in range(1, len(LIMITS.stage_episode_lengths)):
+            for _ in range(LIMITS.stage_episode_lengths[cycle - 1] - 1):
+                obs, *_ = vecenv.step(actions)
+            vecenv.send(actions)  # the step that ends every episode, cut short by the reset
+            obs, _ = vecenv.reset(seed=scenario_seed + cycle)
+            cycles.append((cycle, curriculum.stage, _stages_started(obs)))
+        wrong = [(cycle, stage, started) for cycle, stage, started in cycles
+                 if stage != cycle or started != [cycle] * LIMITS.num_envs]
+        late = curriculum.stats().get("late_completions")
+        assert not wrong and not late, (
+            f"{context}: resets with a step in flight that ends one episode per env; (cycle, curriculum stage after the "
+            f"reset, stage each env started) {wrong} (expected the cycle's number for all), {late} late completions, "
+            f"seed {scenario_seed}")
+    finally:
+        vecenv.close()
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+
+
+def _paying_and_failing(seed: int) -> LabelledTaskGenerator:
+    """Tasks of one length that pay 1 at every step, or 0."""
+    return LabelledTaskGenerator(BucketedTaskGenerator({}, {"episode_length": [LIMITS.stage_episode_lengths[0]],
+                                                            "reward_per_step": [0.0, 1.0]}, label="tasks", seed=seed))
+
+
+#: Curricula centralized tracking may be asked to take: each is either refused by name when the
+#: vector is built, or followed by the workers' private copies.
+_CENTRALIZED_CANDIDATES: dict[str, Any] = {
+    "uniform": lambda seed: CurriculumConfig(task_generator=_paying_and_failing(seed), algorithm=UniformConfig(),
+                                             num_active_tasks=LIMITS.pool, seed=seed),
+    "staged": lambda seed: CurriculumConfig(algorithm=StagedProgressionConfig(
+        stages=[Stage(f"stage_{i}", _paying_and_failing(seed + i)) for i in range(2)],
+        advancement_threshold=LIMITS.advancement_threshold, min_episodes=LIMITS.min_episodes, window=LIMITS.window),
+        num_active_tasks=LIMITS.pool, seed=seed),
+    "learning progress": lambda seed: CurriculumConfig(task_generator=_paying_and_failing(seed),
+                                                       algorithm=LearningProgressConfig(), num_active_tasks=LIMITS.pool,
+                                                       seed=seed),
+    "learning progress, never evicting": lambda seed: CurriculumConfig(
+        task_generator=_paying_and_failing(seed), algorithm=LearningProgressConfig(), num_active_tasks=LIMITS.pool,
+        seed=seed, eviction_percentile=0.0),
+}
+
+
+@pytest.mark.parametrize("candidate", list(_CENTRALIZED_CANDIDATES))
+def test_centralized_tracking_takes_only_curricula_its_workers_follow(curriculum_factory, require_capability,
+                                                                      scenario_seed, candidate) -> None:
+    """Under centralized tracking the workers draw from private copies that learn nothing but the
+    stage broadcast. A curriculum the vector takes must be one those copies follow: over a run
+    where half the tasks pay and half do not, the share of episodes the workers gave paying
+    tasks must match the main curriculum's sampling mass on them (`sampling_probabilities()`
+    over `active_tasks()`). Any other must be refused by name (`CurriculumConfigError`) when
+    the vector is built."""
+    curriculum = curriculum_factory(_CENTRALIZED_CANDIDATES[candidate](scenario_seed))
+    vecenv = None
+    try:
+        lacking = [name for name in ("sampling_probabilities", "active_tasks") if getattr(curriculum, name, None) is None]
+        require_capability(not lacking, f"the main curriculum's sampling mass is read through {lacking}")
+        try:
+            vecenv = make_curriculum_vecenv(_make_env, curriculum, backend="Serial", tracking="centralized",
+                                            num_envs=LIMITS.num_envs, seed=scenario_seed, score_fn=paid)
+        except CurriculumConfigError:
+            return  # refused by name
+        vecenv.reset(seed=scenario_seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        played, mass = [], []
+        for step in range(1, LIMITS.vec_steps + 1):
+            _, rewards, terminals, truncations, _ = vecenv.step(actions)
+            if step <= LIMITS.vec_steps // 2:
+                continue
+            done = np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)
+            played += [float(r > 0.5) for r, ended in zip(np.asarray(rewards).reshape(-1), done) if ended]
+            paying = [task.env_cfg["reward_per_step"] == 1.0 for task in curriculum.active_tasks()]
+            mass.append(float(np.sum(np.asarray(curriculum.sampling_probabilities())[paying])))
+        share, expected = float(np.mean(played)), float(np.mean(mass))
+        assert abs(share - expected) <= LIMITS.followed_share_gap, (
+            f"{candidate}: centralized tracking took the curriculum, and its workers gave paying tasks {share:.1%} of "
+            f"the last {len(played)} episodes while the main curriculum's sampling put {expected:.1%} on them (gap "
+            f"limit {LIMITS.followed_share_gap:.0%}): copies that cannot follow must be refused, seed {scenario_seed}")
+    finally:
+        if vecenv is not None:
+            vecenv.close()
         if callable(getattr(curriculum, "close", None)):
             curriculum.close()
 

@@ -130,6 +130,29 @@ def test_stage_sync_lag_is_at_most_one_vec_step(make_curriculum: Any, backend: s
     assert curriculum.tracker.total_completions + curriculum.tracker.late_completions == episodes
 
 
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_centralized_workers_follow_a_restored_stage(make_curriculum: Any, backend: str) -> None:
+    # A checkpoint at stage 2 restored after the vector was built (the resume flow): the reset's
+    # draws come from it, not from the stage the workers were forked at.
+    one_step = {"reward_per_step": 0.5, "episode_length": 1}
+    config = staged_config(num_stages=3, min_episodes=4, episode=one_step)
+    source = make_curriculum(config)
+    while source.stage < 2:
+        source.update_task_performance(source.get_task().task_id, 0.5)
+    checkpoint = source.get_state()
+    curriculum = make_curriculum(config)
+    vecenv = make_curriculum_vecenv(fixed_env, curriculum, backend=backend, tracking="centralized", num_envs=NUM_ENVS,
+                                    stats_interval=1000, **vec_options(backend))
+    actions = np.zeros(NUM_ENVS, dtype=np.int32)
+    try:
+        curriculum.load_state(checkpoint)
+        vecenv.reset()
+        assert [label_of(info) for info in vecenv.step(actions)[4]] == ["stage2"] * NUM_ENVS
+        assert curriculum.tracker.late_completions == 0
+    finally:
+        vecenv.close()
+
+
 @MP
 def test_shared_workers_draw_their_own_task_sequences(make_curriculum: Any) -> None:
     curriculum = make_curriculum(two_label_config(easy=HARD, num_active_tasks=64), shared=True)
