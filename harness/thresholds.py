@@ -482,6 +482,10 @@ class EnvWrapperLimits:
     rules_one_configuration_episodes: int = 1200
     """Episodes of the same check on a pool of copies of one configuration (learned within about
     200, forgotten at 600, learned again)."""
+    random_states_run: int = 300
+    """Episodes played before the checkpoint whose statistics the random states replace."""
+    random_states: int = 400
+    """Random states restored and held to the rules."""
     rules_stats_every: int = 8
     """Episodes between two comparisons of `stats()`'s pool counts with the rules (stats() takes
     as long as a completion and a refresh together)."""

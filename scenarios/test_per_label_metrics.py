@@ -18,6 +18,7 @@ a little changes no share a statistical check could see, and every number on the
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import random
@@ -30,7 +31,7 @@ import pytest
 
 from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, LearningProgressConfig, UniformConfig,
                         gini_coefficient, normalized_entropy)
-from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, id_fields
+from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, STATE_FIELDS, id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.envs import TaskDependencyEnv
 from harness.lp_reference import (label_with_home, read_state, reference_eviction, reference_eviction_candidates,
@@ -607,6 +608,80 @@ def test_a_pool_of_one_configuration_follows_the_documented_rules(curriculum_fac
                             LIMITS.rules_one_configuration_episodes)
     assert decided["revisit learned"] >= LIMITS.rules_min_steps, (
         f"[one configuration] the pool was not learned: rules decided {dict(decided)}, seed {scenario_seed}")
+
+
+def _random_statistics(rng: np.random.Generator, algorithm: LearningProgressConfig, warmup: int,
+                       calm: bool) -> list[float]:
+    """One task's learning-progress statistics drawn within their documented ranges (see
+    `STATE_FIELDS`), spread so that every rule's edge is crossed: variances log-uniform over
+    four decades, the fast EMA often within the noise band of the slow one, counts on both
+    sides of the warm-up, frontier practice on both sides of its budget; `calm`: no learning
+    progress (the fast EMA and the peak on the slow one, above the baseline, warm-up over), the
+    pool states where the fallback and the frontier
+    decide."""
+    cap = algorithm.max_baseline
+    lowest = -cap / (1.0 - cap)
+    slow = float(rng.uniform(0.0 if calm else lowest, 1.0))
+    var, base_var = (float(10 ** rng.uniform(-4.0, 0.0)) for _ in range(2))
+    fast = slow if calm else slow + (float(rng.normal(0.0, math.sqrt(var) / 4)) if rng.random() < 0.7
+                                     else float(rng.uniform(-0.5, 0.5)))
+    row = {"fast": min(max(fast, lowest), 1.0), "slow": slow, "var": var, "baseline": float(rng.uniform(0.0, cap)),
+           "base_var": base_var, "last": float(rng.uniform(lowest, 1.0)),
+           "peak": float(rng.uniform(slow, 1.0)) if rng.random() < 0.5 and not calm else slow,
+           "front": float(rng.integers(0, 200)),
+           "count": float(rng.integers(warmup if calm else 0, 3 * warmup))}
+    return [row[field] for field in STATE_FIELDS]
+
+
+def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, require_capability,
+                                                        scenario_seed) -> None:
+    """States the simulated students seldom reach: the checkpoint of a run (real keys, labels,
+    memory and usefulness) with every pool task's statistics drawn at random within their
+    documented ranges, restored with `load_state`, and one episode recorded. The distribution
+    the refresh after it samples from and the pool counts `stats()` reports must be those the
+    documented rules give for that state; the random draws land on both sides of every rule's edge (the learned level, the
+    noise band, the frontier's test and budget), where a run's states pass by only now and then."""
+    algorithm = dataclasses.replace(LearningProgressConfig(), config_memory=64)
+    config = _rules_config(algorithm, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS)
+    curriculum, tracker, arrays, _ = _followed(curriculum_factory, require_capability, config,
+                                               "the rules are those of the built-in learning progress")
+    rng = np.random.default_rng(scenario_seed)
+    practice: Counter = Counter()
+    decided: Counter = Counter()
+    try:
+        for _ in range(LIMITS.random_states_run):
+            task = curriculum.get_task()
+            curriculum.update_task_performance(task.task_id, _rules_student(task, practice, rng))
+        played = curriculum.get_state()
+        width = len(STATE_FIELDS)
+        for trial in range(LIMITS.random_states):
+            state = copy.deepcopy(played)
+            calm = bool(rng.random() < 0.5)
+            state["arrays"]["lp_state"] = [value for _ in range(tracker.capacity) for value in _random_statistics(
+                rng, algorithm, algorithm.min_samples_for_lp, calm)]
+            state["arrays"]["lp_label_retries"] = rng.integers(0, 3, len(state["arrays"]["lp_label_retries"])).tolist()
+            assert len(state["arrays"]["lp_state"]) == tracker.capacity * width
+            curriculum.load_state(state)  # (sampling as the checkpoint did until the next refresh)
+            task = curriculum.get_task()
+            curriculum.update_task_performance(task.task_id, _rules_student(task, practice, rng))
+            drawn = read_state(arrays)  # as the refresh after that completion saw it
+            reference = reference_probabilities(drawn, algorithm, decided)
+            probabilities = curriculum.sampling_probabilities()
+            wrong = [(slot, float(p), r) for slot, (p, r) in enumerate(zip(probabilities, reference))
+                     if not math.isclose(p, r, rel_tol=1e-9, abs_tol=1e-12)]
+            assert not wrong, (
+                f"random state {trial}, seed {scenario_seed}: the curriculum samples slots (slot, probability, by the "
+                f"rules) {wrong[:6]}; statistics of the first: {drawn.rows[wrong[0][0]]}")
+            counts = reference_pool_counts(drawn, algorithm)
+            reported = {name: curriculum.stats().get(name) for name in counts}
+            assert reported == counts, (f"random state {trial}, seed {scenario_seed}: stats() reports the pool as "
+                                        f"{reported}, by the rules {counts}")
+    finally:
+        curriculum.close()
+    thin = {rule: decided[rule] for rule in ("learning progress", "fallback", "frontier", "revisit learned",
+                                             "revisit stalled", "retry", "cold")
+            if decided[rule] < LIMITS.rules_min_steps}  # (the fewest over seeds 0-19: 47, the fallback)
+    assert not thin, f"rules that decided too few of the random states to be checked: {thin}, seed {scenario_seed}"
 
 
 def test_each_refresh_draws_from_the_distribution_it_publishes(curriculum_factory, require_capability,
