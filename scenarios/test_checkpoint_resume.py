@@ -616,7 +616,8 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
     twice in the pool or below 0, shares and rates above 1 or below 0, a sampling distribution with a
     negative chance, a last score outside the score range, a stage its stage changes cannot reach,
-    a slot without completions that holds a score sum or a last score."""
+    a slot without completions that holds a score sum or a last score, a number of the random
+    state wider than its bits."""
     arrays = state["arrays"]
     pool = len(arrays["task_ids"])
     edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value): each range left on both sides
@@ -678,6 +679,14 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
         changed["arrays"]["completions"][0] = 0
         changed["arrays"][kept][0], changed["arrays"][cleared][0] = (low + high) / 2 or high, 0.0
         altered.append((f"slot 0 never played (0 completions) holding only a {kept}", changed))
+    for *keys, bits in (("state", "state", 128), ("state", "inc", 128), ("has_uint32", 1), ("uinteger", 32)):
+        for value in (2 ** bits, -1):  # a number of the random state one past its width, or below 0
+            changed = copy.deepcopy(state)
+            holder = changed["rng"]
+            for key in keys[:-1]:
+                holder = holder[key]
+            holder[keys[-1]] = value
+            altered.append((f"rng{keys}={value} (a {bits}-bit number)", changed))
     if isinstance(algorithm, StagedProgressionConfig) and len(algorithm.stages) >= 3:  # every change moves one stage
         changed = copy.deepcopy(state)
         counters = changed["arrays"]["stage_counters"]
