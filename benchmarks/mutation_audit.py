@@ -51,8 +51,9 @@ def describe(patch: Path) -> str:
     return " ".join(patch.read_text().split("\n\n", 1)[0].split())
 
 
-def run_gate(patch: Path | None) -> dict[str, object]:
-    """The gate's outcome on the committed tree with `patch` applied (None: unmodified)."""
+def run_gate(patch: Path | None, *, first_failure: bool = False) -> dict[str, object]:
+    """The gate's outcome on the committed tree with `patch` applied (None: unmodified);
+    `first_failure`: the gate stops at its first failing test."""
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         tree = Path(tmp)
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", "HEAD"], check=True, capture_output=True).stdout
@@ -63,7 +64,7 @@ def run_gate(patch: Path | None) -> dict[str, object]:
                 return {"stale": True, "summary": applied.stderr.strip()}
         started = time.monotonic()
         try:
-            gate = subprocess.run([sys.executable, *GATE], cwd=tree, capture_output=True, text=True,
+            gate = subprocess.run([sys.executable, *GATE, *(("-x",) if first_failure else ())], cwd=tree, capture_output=True, text=True,
                                   env={**os.environ, "PYTHONPATH": str(tree)}, timeout=GATE_TIMEOUT)
         except subprocess.TimeoutExpired:  # a gate that hangs fails CI too, but names nothing: fix the check
             return {"failed": 1, "passed": 0, "returncode": None, "seconds": GATE_TIMEOUT,

@@ -25,3 +25,21 @@ def test_every_mutation_applies_to_the_tree_and_says_what_it_breaks() -> None:
     assert not stale, f"{len(stale)} of {len(patches)} mutations no longer apply: {stale}"
     unexplained = [p.name for p in patches if not re.match(r"^[\w/]+\.py[,:] ", describe(p))]
     assert not unexplained, f"mutations whose first paragraph does not name the code they break: {unexplained}"
+
+
+def test_every_operator_mutant_of_the_sweep_applies_and_changes_one_token() -> None:
+    """The operator sweep's mutants (`benchmarks/operator_sweep.py`) are patches that apply to
+    the tree and change one line, by the one token they name."""
+    import random
+
+    from benchmarks.operator_sweep import candidates, library_files, mutant
+
+    pool = [(path, candidate) for path in library_files() for candidate in candidates(path)]
+    assert len(pool) > 1000
+    for path, candidate in random.Random(0).sample(pool, 40):
+        patch = mutant(path, candidate)
+        removed = [line for line in patch.splitlines() if line.startswith("-") and not line.startswith("---")]
+        added = [line for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++")]
+        assert len(removed) == len(added) == 1 and removed != added, patch
+        checked = subprocess.run(["git", "apply", "--check", "-"], cwd=REPO, input=patch, capture_output=True, text=True)
+        assert checked.returncode == 0, f"{patch}\n{checked.stderr}"
