@@ -262,6 +262,8 @@ class StageSyncLimits:
     broadcast_read_seconds: float = 0.5
     """How long a worker reads the broadcast while the main process publishes without pause
     (an unchecked read showed about one torn state in 15,000: 245 in 3.6 million)."""
+    broadcast_read_timeout: float = 10.0
+    """Seconds a worker's read of the broadcast may take after a publish (it takes microseconds)."""
     broadcast_min_reads: int = 100_000
     published_while_read: int = 3
     """States the racing-broadcast check publishes, each just as the worker read the one before."""

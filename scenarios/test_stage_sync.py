@@ -627,12 +627,52 @@ def _publish_until_stopped(broadcast: StageBroadcast, stop: Any) -> None:
         broadcast.publish({"stage": changes % LIMITS.broadcast_stages, "stage_changes": changes})
 
 
+def _read_into(broadcast: StageBroadcast, conn: Any) -> None:
+    conn.send(broadcast.read())
+
+
+def _read_elsewhere(broadcast: StageBroadcast) -> dict[str, int] | None:
+    """What a read of `broadcast` in another process returns (None: no answer within
+    `LIMITS.broadcast_read_timeout`, the reader killed)."""
+    context = mp.get_context("fork")
+    here, there = context.Pipe()
+    reader = context.Process(target=_read_into, args=(broadcast, there), daemon=True)
+    reader.start()
+    answered = here.poll(LIMITS.broadcast_read_timeout)
+    state = here.recv() if answered else None
+    if not answered:
+        reader.kill()
+    reader.join(timeout=10)
+    return state
+
+
+def test_a_worker_reads_each_published_state_at_once(scenario_seed) -> None:
+    """After each of a few publishes, a worker's read (in another process, as a worker reads)
+    returns that state at once: a read that waits for a publish in progress must not wait for
+    one that is over (a reader spinning for ever hangs every worker at its next task draw)."""
+    broadcast = StageBroadcast()
+    seen = []
+    for changes in range(1, LIMITS.broadcast_stages + 1):
+        published = {"stage": changes % LIMITS.broadcast_stages, "stage_changes": changes}
+        broadcast.publish(published)
+        seen.append((published, _read_elsewhere(broadcast)))
+    wrong = [(published, state) for published, state in seen if state != published]
+    assert not wrong, (
+        f"reads of the stage broadcast after a publish (published, read; None: no answer within "
+        f"{LIMITS.broadcast_read_timeout} s): {wrong}, seed {scenario_seed}")
+
+
 def test_a_worker_reading_the_broadcast_never_sees_half_a_publish(scenario_seed) -> None:
     """The main process publishes without pause (each state's stage is its change count modulo
     the stages) while a worker reads the `StageBroadcast` in another process: every read must
     be one published state, whole, never the stage of one publish with the count of another
     (the worker would adopt a state no curriculum sent), and counts never go back."""
     broadcast = StageBroadcast()
+    broadcast.publish({"stage": 0, "stage_changes": 0})
+    first = _read_elsewhere(broadcast)  # (else the reads below could spin for ever)
+    assert first == {"stage": 0, "stage_changes": 0}, (
+        f"a read right after a publish returned {first} (None: no answer within {LIMITS.broadcast_read_timeout} s), "
+        f"seed {scenario_seed}")
     stop = mp.get_context("fork").Event()
     writer = mp.get_context("fork").Process(target=_publish_until_stopped, args=(broadcast, stop), daemon=True)
     writer.start()
