@@ -639,8 +639,9 @@ def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, requ
     memory and usefulness) with every pool task's statistics drawn at random within their
     documented ranges, restored with `load_state`, and one episode recorded. The distribution
     the refresh after it samples from and the pool counts `stats()` reports must be those the
-    documented rules give for that state; the random draws land on both sides of every rule's edge (the learned level, the
-    noise band, the frontier's test and budget), where a run's states pass by only now and then."""
+    documented rules give for that state; the random draws land on both sides of every rule's
+    edge (the learned level, the noise band, the frontier's test and budget), where a run's
+    states pass by only now and then."""
     algorithm = dataclasses.replace(LearningProgressConfig(), config_memory=64)
     config = _rules_config(algorithm, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS)
     curriculum, tracker, arrays, _ = _followed(curriculum_factory, require_capability, config,
@@ -653,14 +654,12 @@ def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, requ
             task = curriculum.get_task()
             curriculum.update_task_performance(task.task_id, _rules_student(task, practice, rng))
         played = curriculum.get_state()
-        width = len(STATE_FIELDS)
         for trial in range(LIMITS.random_states):
             state = copy.deepcopy(played)
             calm = bool(rng.random() < 0.5)
             state["arrays"]["lp_state"] = [value for _ in range(tracker.capacity) for value in _random_statistics(
                 rng, algorithm, algorithm.min_samples_for_lp, calm)]
             state["arrays"]["lp_label_retries"] = rng.integers(0, 3, len(state["arrays"]["lp_label_retries"])).tolist()
-            assert len(state["arrays"]["lp_state"]) == tracker.capacity * width
             curriculum.load_state(state)  # (sampling as the checkpoint did until the next refresh)
             task = curriculum.get_task()
             curriculum.update_task_performance(task.task_id, _rules_student(task, practice, rng))

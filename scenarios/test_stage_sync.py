@@ -15,8 +15,11 @@ process moves the stage meanwhile); every reported number matches the episodes (
 accounting oracle). And the guard behind all of it: a forked copy of a local curriculum
 refuses to record, whether the parent built it, unpickled it or restored it from a checkpoint.
 Beneath it: a worker reading the `StageBroadcast` while the main process publishes without
-pause sees only whole states, and a worker copy adopts exactly the stage states a main
-curriculum can send.
+pause sees only whole states, and reads a published state at once; a worker copy adopts
+exactly the stage states a main curriculum can send. Around it: a checkpoint restored into a
+running vector reaches every worker (the resume flow); a reset that cuts steps short records
+their episodes before the workers draw; centralized tracking takes only curricula whose
+worker copies follow the main one, and refuses the rest by name.
 """
 
 from __future__ import annotations
