@@ -762,15 +762,42 @@ def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
     changed = copy.deepcopy(state)
     changed["arrays"]["extra"] = [0]
     altered.append(("an unknown array", changed))
+    for path in _nested_dicts(state):  # (the random state's, ...): each key missing, an unknown one added
+        holder = _at(state, path)
+        for key in [*holder, None]:
+            changed = copy.deepcopy(state)
+            inner = _at(changed, path)
+            if key is None:
+                inner["comment"] = "edited by hand"
+            else:
+                del inner[key]
+            altered.append((f"{'/'.join(path)}: " + ("an unknown key" if key is None else f"key {key!r} missing"),
+                            changed))
     return altered
+
+
+def _nested_dicts(state: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    """Paths of the dicts nested in a checkpoint (its arrays left out: each is changed above)."""
+    found = []
+    for key, value in state.items():
+        if isinstance(value, dict) and (path, key) != ((), "arrays"):
+            found += [(*path, key), *_nested_dicts(value, (*path, key))]
+    return found
+
+
+def _at(state: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    for key in path:
+        state = state[key]
+    return state
 
 
 @pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
 def test_a_checkpoint_of_another_shape_is_refused_and_changes_nothing(
         curriculum_factory, require_capability, uses_builtin_curriculum, scenario_seed, setup) -> None:
-    """A built-in checkpoint changed in its shape (a key or array missing or added, an array a
-    slot short or long, another format: a file of another version or cut short) must be
-    refused, and the curriculum it was loaded into must keep its state."""
+    """A built-in checkpoint changed in its shape (a key or array missing or added, also in the
+    dicts it nests, such as its random state; an array a slot short or long, another format: a
+    file of another version or cut short) must be refused, and the curriculum it was loaded
+    into must keep its state."""
     require_capability(uses_builtin_curriculum, "the shape is that of the built-in curriculum's checkpoint")
     curriculum, _, earlier, saved = _played_with_checkpoints(curriculum_factory, require_capability, scenario_seed,
                                                              setup)
