@@ -31,6 +31,8 @@ imported from `curriculum`), every number the curriculum and the stats pipeline 
   numbers against the reference computed from the oracle's own counts and the pool it sees
   (for uniform and staged progression, whose score of a task is its mean score, each task's
   `task_scores()` entry too).
+- `wrapper_counts(where, completions, late_completions)`: a wrapper's own counters against the
+  watched curriculum's updates and refusals.
 - `verify(curriculum)` ends the run: unpaired records or reports, the order and values of the
   updates against the episodes that produced them (single process), and the curriculum's
   final totals and per-task numbers against the episodes' (any number of processes).
@@ -526,6 +528,16 @@ class AccountingOracle:
         if callable(getattr(curriculum, "stats", None)):
             self._watched.stats()  # a fresh pool's numbers (nothing recorded, nothing drawn) are checked too
         return self._watched
+
+    def wrapper_counts(self, where: str, completions: int, late_completions: int) -> None:
+        """The `completions` and `late_completions` a wrapper (or a set of wrappers, summed)
+        counts itself, when every update of the run went through it: the watched curriculum's
+        updates and the ones it refused."""
+        watched = self._watched
+        if watched is None:
+            return
+        self._compare("completions", watched.total + watched.late, completions, f"counted by {where}", exact=True)
+        self._compare("late_completions", watched.late, late_completions, f"counted by {where}", exact=True)
 
     # ---- the end -----------------------------------------------------------------------------
     def verify(self, curriculum: Any = None) -> None:

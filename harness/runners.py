@@ -325,6 +325,8 @@ def run_single_env(
                 _count_episodes(infos, log)
                 if log.close_epoch_if_due():
                     break
+        if oracle is not None and hasattr(env, "late_completions"):  # (a wrapper under test may not count)
+            oracle.wrapper_counts("the env", env.completions, env.late_completions)
     finally:
         env.close()
     return log.finish()
@@ -459,6 +461,8 @@ def run_vectorized(
             log = _EpochLog(episodes=episodes, epoch_length=epoch_length, warmup_episodes=warmup_episodes,
                             recorder=recorder, on_epoch=on_epoch, performance=performance, oracle=oracle)
             _step_until_done(vecenv, log, reported if multiprocess else None, seed)
+            if oracle is not None and not multiprocess:
+                _check_wrapper_counts(oracle, vecenv, tracking)
         finally:
             vecenv.close()
         if oracle is not None and owned:
@@ -467,6 +471,17 @@ def run_vectorized(
         if owned:
             curriculum.close()
     return log.finish()
+
+
+def _check_wrapper_counts(oracle: Any, vecenv: Any, tracking: str) -> None:
+    """In one process: what the wrappers counted against what the watched curriculum was told
+    (the envs' own counters under local tracking, the vector's under centralized)."""
+    if tracking == "centralized":
+        oracle.wrapper_counts("the vector", vecenv.completions, vecenv.late_completions)
+        return
+    envs = vecenv.vecenv.envs
+    oracle.wrapper_counts(f"the {len(envs)} envs", sum(env.completions for env in envs),
+                          sum(env.late_completions for env in envs))
 
 
 def _step_until_done(vecenv: Any, log: _EpochLog, reported: _ReportedPerformance | None, seed: int) -> None:
