@@ -297,7 +297,8 @@ def run_single_env(
     `episode_length` is the env's steps per episode (each step is one practice of the task).
     `env_class` replaces `curriculum.env.CurriculumEnv` (same constructor), for gating
     another wrapper. With an `oracle`, the curriculum is watched and every step's infos and
-    every epoch are checked; the caller calls `oracle.verify()`.
+    every epoch are checked, and at the end the env's own `completions` and `late_completions`;
+    the caller calls `oracle.verify()`.
     """
     from curriculum.env import CurriculumEnv
     from harness.envs import TaskDependencyEnv
@@ -424,7 +425,7 @@ def run_vectorized(
     `num_workers` defaults to the most processes that fit the physical cores and divide
     `num_envs` (Multiprocessing only); `overwork=True` lifts pufferlib's cores limit. With an
     `oracle`, every step's infos and every epoch are checked (and, under `Serial`, the
-    curriculum is watched); the runner calls `oracle.verify(curriculum)` before closing a
+    curriculum is watched and the wrappers' own counters checked against it); the runner calls `oracle.verify(curriculum)` before closing a
     curriculum it built.
     """
     from curriculum import Curriculum, CurriculumConfig
