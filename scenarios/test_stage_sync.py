@@ -24,12 +24,14 @@ worker copies follow the main one, and refuses the rest by name.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import inspect
 import multiprocessing as mp
 import pickle
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -87,11 +89,40 @@ def _stages_misreported(episodes) -> list[tuple[str, int, object, int]]:
             if ended.claims.get("curriculum_stats/stage") != int(following.record.label.rsplit("_", 1)[1])]
 
 
-@pytest.mark.parametrize("tracking", ["shared", "centralized"])
-@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+@contextlib.contextmanager
+def _start_method(method: str | None) -> Iterator[None]:
+    """Worker processes started by `method` (None: this platform's default) within the block."""
+    if method is None:
+        yield
+        return
+    before = mp.get_start_method(allow_none=True)
+    mp.set_start_method(method, force=True)
+    try:
+        yield
+    finally:
+        mp.set_start_method(before, force=True)
+
+
+# (backend, tracking); "Multiprocessing-forkserver": workers started by a fork server (Python
+# 3.14's default on Linux, and what trainers that use torch often choose), whose parent is the
+# server, not the trainer, and which receive the curriculum and the stage broadcast pickled
+_VECTORS = [("Serial", "shared"), ("Serial", "centralized"), ("Multiprocessing", "shared"),
+            ("Multiprocessing", "centralized"), ("Multiprocessing-forkserver", "centralized")]
+
+
+@pytest.mark.parametrize(("backend", "tracking"), _VECTORS)
 def test_workers_agree_on_the_stage_and_record_every_episode_once(
     curriculum_factory, require_capability, scenario_seed, backend, tracking, check_limit, golden, oracle
 ) -> None:
+    with _start_method(backend.partition("-")[2] or None):
+        _check_workers_agree(curriculum_factory, require_capability, scenario_seed, backend, tracking, check_limit,
+                             golden, oracle)
+
+
+def _check_workers_agree(curriculum_factory, require_capability, scenario_seed: int, backend: str, tracking: str,
+                         check_limit, golden, oracle) -> None:
+    context = f"{backend}/{tracking}"
+    backend = backend.partition("-")[0]
     options = {}
     if tracking == "shared":
         require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
@@ -102,7 +133,6 @@ def test_workers_agree_on_the_stage_and_record_every_episode_once(
     lacking = [name for name in needed if getattr(curriculum, name, None) is None] + \
         missing_capabilities(curriculum, needed[1:])
     require_capability(not lacking, f"{tracking} stage sync needs a staged curriculum with {lacking}")
-    context = f"{backend}/{tracking}"
     watcher = oracle(score_fn=full_score, context=context)
     in_process = backend == "Serial"
     target = watcher.watch(curriculum) if in_process else curriculum
