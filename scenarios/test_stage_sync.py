@@ -1,7 +1,8 @@
 """Scenario 2: multi-env stage sync stays consistent (seeds/003).
 
-A staged curriculum runs on N workers (pufferlib Serial and Multiprocessing) under both
-supported designs: shared-memory tracking and centralized tracking. Every stage pays full
+A staged curriculum runs on N workers (pufferlib Serial and Multiprocessing, whose workers
+the trainer forks or, once, a fork server starts) under both supported designs: shared-memory
+tracking and centralized tracking. Every stage pays full
 score, so the curriculum advances as soon as `min_episodes` of a stage are recorded; each
 stage has its own episode lengths (two, so workers drift apart and some worker draws a task at
 almost every step), so every episode tells which stage it ran, and a pool of distinct tasks
