@@ -727,21 +727,31 @@ def test_a_vector_built_without_a_worker_count_gets_the_documented_one(num_envs:
 
 
 class _OwnBuffer(ExactAccountingEnv):
-    """Keeps its own copy of one of the vector's buffers (`own`), at once or (`later`) from its
-    first step on: the trainer then reads numbers the env never writes."""
+    """Keeps its own copy of one of the vector's buffers (`own`): at once, or (`later`) from its
+    first "step", its first "reset" or its second one (the "auto-reset" after its first
+    episode) on: the trainer then reads numbers the env never writes."""
 
     own = "observations"
-    later = False
+    later: str | None = None
 
     def __init__(self, buf: Any = None, seed: int = 0) -> None:
         super().__init__(buf=buf, seed=seed)
-        if not self.later:
-            setattr(self, self.own, np.array(getattr(self, self.own), copy=True))
+        if self.later is None:
+            self._rebind()
+
+    def _rebind(self) -> None:
+        setattr(self, self.own, np.array(getattr(self, self.own), copy=True))
 
     def step(self, actions: Any) -> Any:
-        if self.later:
-            setattr(self, self.own, np.array(getattr(self, self.own), copy=True))
+        if self.later == "step":
+            self._rebind()
         return super().step(actions)
+
+    def reset(self, seed: int | None = None) -> Any:
+        self.resets = getattr(self, "resets", 0) + 1
+        if self.later == "reset" or (self.later == "auto-reset" and self.resets == 2):
+            self._rebind()
+        return super().reset(seed)
 
 
 @pytest.mark.parametrize("name", BUFFER_NAMES)
@@ -772,21 +782,34 @@ def test_an_env_whose_agent_count_is_outside_its_domain_is_refused_by_name(agent
         curriculum.close()
 
 
-# (`terminals` is checked the same way, at an episode's end or a reset; a run whose env rebinds
-# it ends no episode the wrapper can see, which this env, ending by terminals, then refuses)
-@pytest.mark.parametrize("name", ["rewards", "truncations"])
-def test_an_env_that_replaces_a_buffer_mid_run_is_refused_by_name(name: str) -> None:
+# (`terminals` rebound by a step ends no episode the wrapper can see; this env, ending by
+# terminals, then refuses its next step itself)
+@pytest.mark.parametrize(("name", "later"), [("rewards", "step"), ("truncations", "step"), ("rewards", "reset"),
+                                             ("terminals", "reset"), ("truncations", "reset"),
+                                             ("rewards", "auto-reset"), ("terminals", "auto-reset")])
+def test_an_env_that_replaces_a_buffer_mid_run_is_refused_by_name(name: str, later: str) -> None:
     """The buffers the wrapper reads every step must stay the vector's for the whole run: one
-    rebound mid-run is refused by the episode's end, naming it."""
-    env = type(f"Later{name.title()}", (_OwnBuffer,), {"own": name, "later": True})
-    curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2}),
-                                             algorithm=UniformConfig()))
+    rebound by a step is refused by that episode's end (its second step), one rebound by a
+    reset by that reset (the vector's, or the wrapper's auto-reset in the step that ends an
+    episode), naming it: the wrapper must not read a dead buffer for a step."""
+    env = type(f"Later{name.title()}", (_OwnBuffer,), {"own": name, "later": later})
+    episodes = SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25})
+    curriculum = Curriculum(CurriculumConfig(task_generator=episodes, algorithm=UniformConfig()))
     vecenv = make_curriculum_vecenv(env, curriculum, backend="Serial", num_envs=2, tracking="centralized")
+    calls: list[str] = []
     try:
-        vecenv.reset(seed=0)
         with pytest.raises(EnvContractError, match=name):
+            calls.append("reset")
+            vecenv.reset(seed=0)
             for _ in range(3):
+                calls.append("step")
                 vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+            calls.append("reset")
+            vecenv.reset(seed=1)
+        expected = ["reset"] if later == "reset" else ["reset", "step", "step"]  # episodes of two steps
+        assert calls == expected, (
+            f"an env that rebinds `{name}` at its {later}s was refused by its call {len(calls)} of {calls}, not by "
+            f"call {len(expected)} of {expected}")
     finally:
         vecenv.close()
         curriculum.close()
