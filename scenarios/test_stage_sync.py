@@ -275,6 +275,10 @@ def test_a_stage_restored_into_a_running_vector_reaches_every_worker(curriculum_
     try:
         curriculum.load_state(checkpoint)
         obs, _ = vecenv.reset(seed=scenario_seed)
+        started = _stages_started(obs)
+        assert started == [restored] * LIMITS.num_envs, (
+            f"{context}: a checkpoint at stage {restored} was restored before the reset, and the reset started the "
+            f"envs on stages {started}, seed {scenario_seed}")
         actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
         # (the envs end their episodes together, so at the roll-back none runs a task of the last
         # stage: an episode of a task issued after the checkpoint is unknown to the restored pool,
