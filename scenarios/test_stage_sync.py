@@ -243,32 +243,54 @@ def _staged_vecenv(curriculum_factory, require_capability, seed: int, backend: s
     return curriculum, vecenv
 
 
-@pytest.mark.parametrize("tracking", ["shared", "centralized"])
-@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
-def test_a_stage_restored_into_a_running_vector_reaches_every_worker(curriculum_factory, require_capability,
-                                                                     scenario_seed, backend, tracking) -> None:
-    """The resume flow: the vector is built on a fresh curriculum and the checkpoint restored into
-    it (`load_state`, here of a run at the middle stage) before the reset; later, at the last
-    stage, the same checkpoint is restored again between two vec steps (a roll-back, under
-    centralized tracking, whose workers only follow the main curriculum). Each
-    time every env must start the restored stage (at the reset, or within the lag once the
-    episode it began before the restore ends), and the run must go on to the last stage:
-    workers left on the stage they were forked at run tasks the restored pool no longer
-    holds, every episode late, for ever."""
-    config = staged_config(scenario_seed)
-    restored = len(LIMITS.stage_episode_lengths) // 2
+def _staged_checkpoints(curriculum_factory, require_capability, config: CurriculumConfig,
+                        restored: int) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Two checkpoints at stage `restored` from one run in one process: the first time it is
+    reached (on full scores), and again after the run went on to the last stage and fell back
+    (on zero scores): the same stage, another history (another stage-change count; None for
+    a curriculum that does not fall back)."""
     source = curriculum_factory(config)
     try:
-        for _ in range(LIMITS.min_episodes * len(LIMITS.stage_episode_lengths)):
-            if source.stage == restored:
-                break
-            source.update_task_performance(source.get_task().task_id, 1.0)
-        require_capability(getattr(source, "stage", None) == restored,
-                           f"the curriculum did not reach stage {restored} on full scores in one process")
-        checkpoint = source.get_state()
+        checkpoints = []
+        for score, stop in ((1.0, restored), (1.0, len(LIMITS.stage_episode_lengths) - 1), (0.0, restored)):
+            for _ in range(LIMITS.min_episodes * len(LIMITS.stage_episode_lengths)):
+                if source.stage == stop:
+                    break
+                source.update_task_performance(source.get_task().task_id, score)
+            if score == 0.0 and source.stage != stop:
+                return checkpoints[0], None
+            require_capability(getattr(source, "stage", None) == stop,
+                               f"the curriculum did not reach stage {stop} on scores of {score} in one process")
+            checkpoints.append(source.get_state())
+        return checkpoints[0], checkpoints[2]
     finally:
         if callable(getattr(source, "close", None)):
             source.close()
+
+
+@pytest.mark.parametrize("tracking", ["shared", "centralized"])
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_a_stage_restored_into_a_running_vector_reaches_every_worker(curriculum_factory, require_capability,
+                                                                     uses_builtin_curriculum, scenario_seed, backend,
+                                                                     tracking) -> None:
+    """The resume flow: the vector is built on a fresh curriculum and the checkpoint restored into
+    it (`load_state`, here of a run at the middle stage) before the reset; later, at the last
+    stage, the same checkpoint is restored again between two vec steps (a roll-back, under
+    centralized tracking, whose workers only follow the main curriculum), and once more a
+    checkpoint of the same stage but another history (taken after the run fell back to it)
+    while the vector runs that stage. Each time every env must start the restored stage (at
+    the reset, or within the lag once the episode it began before the restore ends), and the
+    run must go on to the last stage: workers left on the stage they were forked at, or on the
+    history they last heard of, run tasks the restored pool does not hold, every episode late,
+    for ever."""
+    config = staged_config(scenario_seed)
+    config = dataclasses.replace(config, algorithm=dataclasses.replace(
+        config.algorithm, regression_threshold=LIMITS.advancement_threshold / 2))
+    restored = len(LIMITS.stage_episode_lengths) // 2
+    checkpoint, fallen_back = _staged_checkpoints(curriculum_factory, require_capability, config, restored)
+    assert fallen_back is not None or not uses_builtin_curriculum, (
+        f"the built-in staged curriculum did not fall back to stage {restored} on zero scores (regression threshold "
+        f"{config.algorithm.regression_threshold}), seed {scenario_seed}")
     curriculum, vecenv = _staged_vecenv(curriculum_factory, require_capability, scenario_seed, backend, tracking, config)
     context = f"{backend}/{tracking}"
     last = len(LIMITS.stage_episode_lengths) - 1
@@ -280,12 +302,18 @@ def test_a_stage_restored_into_a_running_vector_reaches_every_worker(curriculum_
             f"{context}: a checkpoint at stage {restored} was restored before the reset, and the reset started the "
             f"envs on stages {started}, seed {scenario_seed}")
         actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
-        # (the envs end their episodes together, so at the roll-back none runs a task of the last
+        # (the envs end their episodes together, so at a roll-back none runs a task of the last
         # stage: an episode of a task issued after the checkpoint is unknown to the restored pool,
         # and under shared tracking the workers record it themselves)
-        for when in ("before the reset",) + (("between two vec steps",) if tracking == "centralized" else ()):
+        whens = ("before the reset",) + (("between two vec steps",) if tracking == "centralized" else ()) + \
+            (("at the same stage, with another history",) if tracking == "centralized" and fallen_back else ())
+        for when in whens:
             if when == "between two vec steps":
                 curriculum.load_state(checkpoint)  # rolled back from the last stage, the vector running
+            elif when == "at the same stage, with another history":
+                curriculum.load_state(checkpoint)  # the vector runs the restored stage a step ...
+                vecenv.step(actions)
+                curriculum.load_state(fallen_back)  # ... then takes the same stage of another history
             stale, history = [], [curriculum.stage]
             for step in range(1, LIMITS.vec_steps + 1):
                 obs, _, terminals, truncations, _ = vecenv.step(actions)
