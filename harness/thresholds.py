@@ -311,6 +311,10 @@ class RayServiceLimits:
     the accounting oracle's per-episode counters are exact."""
     accounting_vec_steps: int = 120
     """Vec steps of the accounting run (episodes of 2-4 steps: about 160 episodes)."""
+    deferred_batch_size: int = 4
+    """The batching client's batch (the wrapper's counters check): verdicts come back later."""
+    deferred_steps: int = 200
+    """Steps of each of the two in-process envs sharing the batching client (100 episodes each)."""
     stage_vec_steps: int = 300
     """Vec steps of the stage-sync run (episodes of 5, 7, 9 steps, `STAGE_SYNC.min_episodes` 24
     per stage over 4 envs: the last stage is reached after roughly 80 vec steps)."""

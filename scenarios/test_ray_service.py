@@ -16,6 +16,8 @@ every episode's own late verdict is in its info).
 2. Stage sync: `test_stage_sync`'s staged curriculum served by the actor; no worker starts an
    episode of a stage the service has not reached, and after each advancement a worker starts
    at most `prefetch` episodes of an older stage (the client's documented staleness bound).
+3. Late verdicts that come back later: two envs in the driver share a client that batches;
+   their own counters add up their infos, and with what the client still holds, the service's.
 
 Runs whenever Ray is importable (the `[ray]` extra); the module skips otherwise. The factory
 must be importable in the actor's process (Ray pickles it by reference); the driver's import
@@ -28,7 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +41,7 @@ import pytest
 from curriculum import (  # noqa: E402
     CurriculumConfig,
     CurriculumConfigError,
+    CurriculumEnv,
     LearningProgressConfig,
     SingleTaskGenerator,
     WeightedTaskSetGenerator,
@@ -50,6 +53,7 @@ try:
     from curriculum.ray_service import CurriculumClient, start_curriculum_service, stop_curriculum_service
 except ImportError:  # the tests skip one by one (a skipped module would escape `--expect` files' test globs)
     ray = None
+from curriculum.stats import COMPLETIONS, LATE_COMPLETIONS, accumulate_rollout_stats, stat_key  # noqa: E402
 from curriculum.vector import make_curriculum_vecenv  # noqa: E402
 from harness.envs import ExactAccountingEnv  # noqa: E402
 from harness.thresholds import RAY_SERVICE as LIMITS  # noqa: E402
@@ -175,6 +179,43 @@ def test_every_episode_is_recorded_exactly_once_through_the_service(serve, uses_
         watcher.verify(client)
         golden({"vec_steps": LIMITS.accounting_vec_steps, "episodes": records, "recorded_plus_late": recorded + late})
     finally:
+        client.close()
+
+
+def test_wrappers_on_a_batching_client_count_every_verdict_it_hands_over(serve, uses_builtin_curriculum,
+                                                                         scenario_seed) -> None:
+    """Two `CurriculumEnv`s in one process share a client that batches (`batch_size` above 1:
+    a completion's verdict comes back with a later call). The envs' own counters
+    (`completions`, `late_completions`) must add up what their episodes' infos report; the
+    completions must be the service's, and the late verdicts the infos report plus those the
+    client still holds after the last episode must be the service's late completions."""
+    service = serve(accounting_config(scenario_seed))
+    client = CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=LIMITS.deferred_batch_size,
+                              timeout=TIMEOUT)
+    envs = [CurriculumEnv(ExactAccountingEnv(seed=scenario_seed + i), client, seed=scenario_seed + i)
+            for i in range(2)]
+    reported: dict[str, list[float]] = defaultdict(list)
+    try:
+        for env in envs:
+            env.reset(seed=scenario_seed)
+        for _ in range(LIMITS.deferred_steps):
+            for env in envs:
+                accumulate_rollout_stats(env.step(np.zeros_like(env.actions))[4], reported)
+        counted = (sum(env.completions for env in envs), sum(env.late_completions for env in envs))
+        infos = (int(sum(reported[stat_key(COMPLETIONS)])), int(sum(reported[stat_key(LATE_COMPLETIONS)])))
+        stats = client.stats()  # sends the queue: the last verdicts come back
+        held = client.take_late_verdicts()
+        service = (stats["total_completions"] + stats["late_completions"], stats["late_completions"])
+        assert counted == infos and (infos[0], infos[1] + held) == service, (
+            f"batching client (batch size {LIMITS.deferred_batch_size}): the envs count (completions, late) "
+            f"{counted}, their infos report {infos}, the client holds {held} late verdict(s) more, the service "
+            f"recorded {service}, seed {scenario_seed}")
+        if uses_builtin_curriculum:  # a plug-in that never evicts has no late completions to account for
+            assert service[1] > 0, (
+                f"the batching run never exercised late completions ({service[0]} episodes), seed {scenario_seed}")
+    finally:
+        for env in envs:
+            env.close()
         client.close()
 
 
