@@ -138,79 +138,78 @@ def _check_workers_agree(curriculum_factory, require_capability, scenario_seed: 
     in_process = backend == "Serial"
     target = watcher.watch(curriculum) if in_process else curriculum
     vec_options = {"num_workers": LIMITS.num_workers, "overwork": True} if backend == "Multiprocessing" else {}
-    vecenv = make_curriculum_vecenv(_make_env, target, backend=backend, tracking=tracking,
-                                    num_envs=LIMITS.num_envs, seed=scenario_seed, score_fn=full_score, **vec_options)
     try:
-        obs, _ = vecenv.reset(seed=scenario_seed)
-        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
-        stage_history = [curriculum.stage]
-        episodes_run = 0
-        ahead, stale_starts, stale_ends = [], [], 0
-        running_stage = [LENGTH_TO_STAGE[int(o[0])] for o in obs.reshape(LIMITS.num_envs, -1)]
-        for step in range(1, LIMITS.vec_steps + 1):
-            obs, rewards, terminals, truncations, infos = vecenv.step(actions)
-            watcher.observe(infos)
-            stage_now = curriculum.stage
-            stage_history.append(stage_now)
-            done = np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)
-            episodes_run += int(done.sum())
-            for env_index, (ended, o) in enumerate(zip(done, obs.reshape(LIMITS.num_envs, -1))):
-                if not ended:
-                    continue
-                if running_stage[env_index] < stage_history[step - 1]:
-                    stale_ends += 1
-                new_stage = LENGTH_TO_STAGE[int(o[0])]
-                running_stage[env_index] = new_stage
-                if new_stage > stage_now:
-                    ahead.append((step, env_index, new_stage, stage_now))
-                lagged_from = stage_history[max(step - LIMITS.max_stage_lag_vec_steps, 0)]
-                if new_stage < lagged_from:
-                    stale_starts.append((step, env_index, new_stage, lagged_from))
-        records = len(watcher.episodes)
-        assert records == episodes_run, (
-            f"{context}: {episodes_run} episodes ended (done flags) but the envs reported {records}, "
-            f"seed {scenario_seed}"
-        )
-        stats = curriculum.stats()
-        recorded = stats["total_completions"] + stats["late_completions"]
-        assert recorded == episodes_run, (
-            f"{context}: the curriculum recorded {recorded} episodes but {episodes_run} were run "
-            f"({LIMITS.num_envs} envs, {LIMITS.vec_steps} vec steps), seed {scenario_seed}"
-        )
-        if tracking == "centralized":  # the main process's own counts of what it recorded
-            counted = (vecenv.completions, vecenv.late_completions)
-            assert counted == (recorded, stats["late_completions"]), (
-                f"{context}: the vector reports (completions, late_completions) {counted}; the curriculum recorded "
-                f"{recorded}, {stats['late_completions']} of them late, seed {scenario_seed}")
-        last = len(LIMITS.stage_episode_lengths) - 1
-        assert stats["stage"] == last and stats["advancements"] == last and stats["regressions"] == 0, (
-            f"{context}: expected exactly {last} advancements to stage {last}, got stage {stats['stage']} "
-            f"after {stats['advancements']} advancements and {stats['regressions']} regressions, seed {scenario_seed}"
-        )
-        assert not ahead, (
-            f"{context}: workers started episodes of stages the curriculum had not reached "
-            f"(vec step, env, episode stage, global stage): {ahead[:5]}, seed {scenario_seed}"
-        )
-        assert not stale_starts, (
-            f"{context}: workers started old-stage episodes more than {LIMITS.max_stage_lag_vec_steps} vec "
-            f"step(s) after an advancement (vec step, env, episode stage, stage then): {stale_starts[:5]}, "
-            f"seed {scenario_seed}"
-        )
-        check_limit(f"{tracking}_stale_stage_episodes", stale_ends, LIMITS.num_envs * last, fmt=".0f",
-                    what=f"{context}: episodes that ended after an advancement but ran the old stage:")
-        if backend == "Serial" or tracking == "centralized":  # else another process may move the stage meanwhile
-            misreported = _stages_misreported(watcher.episodes)
-            assert not misreported, (
-                f"{context}: an episode's info reports the stage its env drew the next task at, but (env, episode, "
-                f"stage reported, stage of the next task) {misreported[:5]} ({len(misreported)} episodes), seed "
-                f"{scenario_seed}")
-        labels = [e.record.label for e in watcher.episodes]
-        watcher.verify(curriculum)
-        golden({"episodes": episodes_run, "recorded": recorded, "stage": stats["stage"],
-                "advancements": stats["advancements"], "stale_stage_episodes": stale_ends,
-                "episodes_per_stage": {label: labels.count(label) for label in sorted(set(labels))}})
+        with make_curriculum_vecenv(_make_env, target, backend=backend, tracking=tracking, num_envs=LIMITS.num_envs,
+                                    seed=scenario_seed, score_fn=full_score, **vec_options) as vecenv:  # as trainers do
+            obs, _ = vecenv.reset(seed=scenario_seed)
+            actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+            stage_history = [curriculum.stage]
+            episodes_run = 0
+            ahead, stale_starts, stale_ends = [], [], 0
+            running_stage = [LENGTH_TO_STAGE[int(o[0])] for o in obs.reshape(LIMITS.num_envs, -1)]
+            for step in range(1, LIMITS.vec_steps + 1):
+                obs, rewards, terminals, truncations, infos = vecenv.step(actions)
+                watcher.observe(infos)
+                stage_now = curriculum.stage
+                stage_history.append(stage_now)
+                done = np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)
+                episodes_run += int(done.sum())
+                for env_index, (ended, o) in enumerate(zip(done, obs.reshape(LIMITS.num_envs, -1))):
+                    if not ended:
+                        continue
+                    if running_stage[env_index] < stage_history[step - 1]:
+                        stale_ends += 1
+                    new_stage = LENGTH_TO_STAGE[int(o[0])]
+                    running_stage[env_index] = new_stage
+                    if new_stage > stage_now:
+                        ahead.append((step, env_index, new_stage, stage_now))
+                    lagged_from = stage_history[max(step - LIMITS.max_stage_lag_vec_steps, 0)]
+                    if new_stage < lagged_from:
+                        stale_starts.append((step, env_index, new_stage, lagged_from))
+            records = len(watcher.episodes)
+            assert records == episodes_run, (
+                f"{context}: {episodes_run} episodes ended (done flags) but the envs reported {records}, "
+                f"seed {scenario_seed}"
+            )
+            stats = curriculum.stats()
+            recorded = stats["total_completions"] + stats["late_completions"]
+            assert recorded == episodes_run, (
+                f"{context}: the curriculum recorded {recorded} episodes but {episodes_run} were run "
+                f"({LIMITS.num_envs} envs, {LIMITS.vec_steps} vec steps), seed {scenario_seed}"
+            )
+            if tracking == "centralized":  # the main process's own counts of what it recorded
+                counted = (vecenv.completions, vecenv.late_completions)
+                assert counted == (recorded, stats["late_completions"]), (
+                    f"{context}: the vector reports (completions, late_completions) {counted}; the curriculum recorded "
+                    f"{recorded}, {stats['late_completions']} of them late, seed {scenario_seed}")
+            last = len(LIMITS.stage_episode_lengths) - 1
+            assert stats["stage"] == last and stats["advancements"] == last and stats["regressions"] == 0, (
+                f"{context}: expected exactly {last} advancements to stage {last}, got stage {stats['stage']} after "
+                f"{stats['advancements']} advancements and {stats['regressions']} regressions, seed {scenario_seed}"
+            )
+            assert not ahead, (
+                f"{context}: workers started episodes of stages the curriculum had not reached "
+                f"(vec step, env, episode stage, global stage): {ahead[:5]}, seed {scenario_seed}"
+            )
+            assert not stale_starts, (
+                f"{context}: workers started old-stage episodes more than {LIMITS.max_stage_lag_vec_steps} vec "
+                f"step(s) after an advancement (vec step, env, episode stage, stage then): {stale_starts[:5]}, "
+                f"seed {scenario_seed}"
+            )
+            check_limit(f"{tracking}_stale_stage_episodes", stale_ends, LIMITS.num_envs * last, fmt=".0f",
+                        what=f"{context}: episodes that ended after an advancement but ran the old stage:")
+            if backend == "Serial" or tracking == "centralized":  # else another process may move the stage meanwhile
+                misreported = _stages_misreported(watcher.episodes)
+                assert not misreported, (
+                    f"{context}: an episode's info reports the stage its env drew the next task at, but (env, episode, "
+                    f"stage reported, stage of the next task) {misreported[:5]} ({len(misreported)} episodes), seed "
+                    f"{scenario_seed}")
+            labels = [e.record.label for e in watcher.episodes]
+            watcher.verify(curriculum)
+            golden({"episodes": episodes_run, "recorded": recorded, "stage": stats["stage"],
+                    "advancements": stats["advancements"], "stale_stage_episodes": stale_ends,
+                    "episodes_per_stage": {label: labels.count(label) for label in sorted(set(labels))}})
     finally:
-        vecenv.close()
         if callable(getattr(curriculum, "close", None)):
             curriculum.close()
 
