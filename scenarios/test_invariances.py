@@ -49,6 +49,7 @@ import inspect
 import json
 import math
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -429,7 +430,9 @@ def test_task_id_tags_change_nothing(curriculum_factory, scenario_seed) -> None:
 
 class _CoreProtocolOnly:
     """A curriculum seen through the core protocol alone (`harness.protocol.CurriculumProtocol`),
-    as a plug-in curriculum that offers nothing else is: no `config`, no `is_shared`."""
+    as a plug-in curriculum that offers nothing else is: no `config`, no `is_shared`; its
+    `stats()` numbers come as numpy scalars and its nested dicts as read-only mappings, as a
+    plug-in's computed numbers do."""
 
     def __init__(self, inner: Any) -> None:
         self._inner = inner
@@ -440,8 +443,19 @@ class _CoreProtocolOnly:
     def update_task_performance(self, task_id: int, score: float) -> Any:
         return self._inner.update_task_performance(task_id, score)
 
-    def stats(self) -> dict[str, Any]:
-        return self._inner.stats()
+    def stats(self) -> Mapping[str, Any]:
+        return _computed(self._inner.stats())
+
+
+def _computed(value: Any) -> Any:
+    """`value` with its numbers as numpy scalars and its dicts as read-only mappings."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: _computed(item) for key, item in value.items()})
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, int):
+        return np.int64(value)
+    return np.float64(value) if isinstance(value, float) else value
 
 
 #: Returns of 2-step episodes: 0.5 to 3.0, in a score range of [0, 4] (most outside [0, 1]).
