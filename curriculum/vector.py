@@ -50,8 +50,9 @@ too. On that error the vecenv closes itself: every worker is stopped (SIGTERM, t
 and reaped, so an uncaught error lets the interpreter exit, and any later `reset()`, `step()`,
 `send()` or `recv()` raises `WorkerProcessError` instead of waiting. A vecenv that is never
 closed stops its workers when it is garbage-collected or when the interpreter exits, and a
-worker process ends itself (Linux `PR_SET_PDEATHSIG`) when the main process dies, even by
-SIGKILL. The default `num_workers` on Multiprocessing is the most workers that fit the
+worker process ends itself when the main process dies, even by SIGKILL (Linux: through
+`PR_SET_PDEATHSIG`, or, for a worker a fork server started, a thread watching the main
+process through a pidfd). The default `num_workers` on Multiprocessing is the most workers that fit the
 physical cores (pufferlib refuses more without `overwork=True`, and pufferlib-core 3.0.7 then
 fails with an `AttributeError` instead of its own message).
 
@@ -77,8 +78,10 @@ import multiprocessing.connection
 import multiprocessing.util
 import os
 import pickle
+import select
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from numbers import Integral, Real
@@ -795,12 +798,17 @@ _ENDS_WITH_PARENT: set[int] = set()  # pids of the processes that already asked
 
 
 def _end_with_parent(parent_pid: int) -> None:
-    """In a worker forked by `parent_pid`: have the kernel send SIGTERM when the parent dies
-    (Linux), so a trainer killed by SIGKILL leaves no worker spinning forever."""
+    """In a worker started for the trainer `parent_pid`: end it (SIGTERM) when the trainer dies,
+    so a trainer killed by SIGKILL leaves no worker spinning forever (Linux). A worker the
+    trainer forked (or spawned) asks the kernel (`PR_SET_PDEATHSIG`); one whose parent is
+    another process (a fork server started it) watches the trainer through a pidfd."""
     pid = os.getpid()
-    if pid in _ENDS_WITH_PARENT or sys.platform != "linux" or os.getppid() != parent_pid:
+    if pid in _ENDS_WITH_PARENT or sys.platform != "linux":
         return
     _ENDS_WITH_PARENT.add(pid)
+    if os.getppid() != parent_pid:
+        _watch_trainer(pid, parent_pid)
+        return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
@@ -809,6 +817,23 @@ def _end_with_parent(parent_pid: int) -> None:
         return
     if os.getppid() != parent_pid:  # the parent died before the request took effect
         os.kill(pid, signal.SIGTERM)
+
+
+def _watch_trainer(pid: int, trainer_pid: int) -> None:
+    """A daemon thread of worker `pid` that sends it SIGTERM once `trainer_pid` has exited."""
+    try:
+        trainer = os.pidfd_open(trainer_pid)
+    except ProcessLookupError:  # the trainer is already gone
+        os.kill(pid, signal.SIGTERM)
+        return
+    except (OSError, AttributeError):  # a kernel without pidfds (before Linux 5.3)
+        return
+
+    def wait() -> None:
+        select.select([trainer], [], [])  # readable once the trainer exited
+        os.kill(pid, signal.SIGTERM)
+
+    threading.Thread(target=wait, name="curriculum-trainer-watch", daemon=True).start()
 
 
 def _backend_class(backend: Any) -> Any:

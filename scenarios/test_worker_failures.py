@@ -455,6 +455,28 @@ for _ in range(20):
 print(*[p.pid for p in vecenv.vecenv.processes], flush=True)
 """
 
+#: A trainer whose workers a fork server starts (Python 3.14's default on Linux, and a common
+#: choice beside torch): their parent is the server, not the trainer, which then dies by SIGKILL.
+_FORK_SERVER_TRAINER = """
+import multiprocessing, os, signal
+multiprocessing.set_start_method("forkserver")
+import numpy as np
+from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig
+from curriculum.vector import make_curriculum_vecenv
+from harness.envs import ExactAccountingEnv
+
+config = CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25}),
+                          algorithm=UniformConfig(), num_active_tasks=4, seed=0)
+curriculum = Curriculum(config, shared_memory=True)
+vecenv = make_curriculum_vecenv(ExactAccountingEnv, curriculum, backend="Multiprocessing", tracking="shared",
+                                num_envs=4, num_workers=2, overwork=True)
+vecenv.reset(seed=0)
+for _ in range(20):
+    vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+print(*[p.pid for p in vecenv.vecenv.processes], flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
 
 def _running(pid: int) -> bool:
     """Alive and not a zombie (a worker orphaned in a container may never be reaped)."""
@@ -495,14 +517,17 @@ def test_a_vector_dropped_without_close_stops_its_workers(uses_builtin_curriculu
 
 
 def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability) -> None:
-    """A trainer SIGKILLed mid-run (the OOM killer), and one whose script returns without
-    `close()`: each exits within `LIMITS.deadline` and no worker process is left running
-    (orphans would hold their cores, and the shared memory, until the machine restarts); the
-    returning one exits with 0 and no warning or error on stderr (such as multiprocessing's
-    resource tracker reporting leaked shared memory). The two trainers run side by side."""
+    """A trainer SIGKILLed mid-run (the OOM killer), one whose workers a fork server started
+    SIGKILLed too, and one whose script returns without `close()`: each exits within
+    `LIMITS.deadline` and no worker process is left running (orphans would hold their cores,
+    and the shared memory, until the machine restarts); the returning one exits with 0 and no
+    warning or error on stderr (such as multiprocessing's resource tracker reporting leaked
+    shared memory). The three trainers run side by side."""
     require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
     returning = subprocess.Popen([sys.executable, "-c", _RETURNING_TRAINER], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
+    forkserved = subprocess.Popen([sys.executable, "-c", _FORK_SERVER_TRAINER], stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True)
     here, there = mp.get_context("fork").Pipe()
     killed = mp.get_context("fork").Process(target=_trainer, args=(there,))
     killed.start()
@@ -513,6 +538,9 @@ def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capabil
         os.kill(killed.pid, signal.SIGKILL)
         workers["returned without close"] = [int(pid) for pid in returning.stdout.readline().split()]
         assert workers["returned without close"], f"the returning trainer did not start: {returning.stderr.read()}"
+        served = "killed, its workers started by a fork server"
+        workers[served] = [int(pid) for pid in forkserved.stdout.readline().split()]
+        assert workers[served], f"the trainer with a fork server did not start: {forkserved.stderr.read()}"
         deadline = time.monotonic() + LIMITS.deadline
         try:
             returning.wait(timeout=LIMITS.deadline)
@@ -532,9 +560,10 @@ def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capabil
             f"worker processes still run {LIMITS.deadline} s after their trainer ended: "
             f"{ {end: pids for end, pids in left.items() if pids} }")
     finally:
-        if returning.poll() is None:
-            returning.kill()
-            returning.wait()
+        for trainer in (returning, forkserved):
+            if trainer.poll() is None:
+                trainer.kill()
+            trainer.wait()
         if killed.is_alive():
             killed.kill()
         killed.join(timeout=10)
