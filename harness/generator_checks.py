@@ -86,7 +86,8 @@ _VALUE_LABELLED_REORDERED = GeneratorSpec(
 )
 _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
-_WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_INT_RANGE, 1.0), (_NEVER, 0.0), (_FLOAT_RANGE, 2)))
+# (the child of weight 0 between two others: every child after it keeps its own share)
+_WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_NEVER, 0.0), (_INT_RANGE, 1.0), (_FLOAT_RANGE, 2)))
 
 
 def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
