@@ -34,6 +34,7 @@ import inspect
 import math
 import weakref
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -959,6 +960,28 @@ def test_a_backend_given_as_the_pufferlib_class_is_taken_as_its_name() -> None:
             if by_name != by_class:
                 differ.append(f"{name} with a {kind} curriculum and {options}: by name {by_name}, by class {by_class}")
     assert not differ, "a backend class got other than its name:\n  " + "\n  ".join(differ)
+
+
+def test_a_shared_curriculum_dropped_without_close_is_collected_with_its_memory() -> None:
+    """A shared curriculum, and a handle attached to it, that the caller drops without
+    `close()` (a notebook cell run again, a run of a sweep) are collected: nothing of the library
+    may keep them alive, and the creator's block leaves `/dev/shm` with it (else every run of a
+    sweep in one process keeps a block mapped until the interpreter exits)."""
+    config = _curriculum(task_generator=SingleTaskGenerator({"episode_length": 2}, label="two steps"),
+                         algorithm=UniformConfig())
+    curriculum = Curriculum(config, shared_memory=True)
+    attached = Curriculum.attach(curriculum.shared_memory_name, config)
+    for handle in (curriculum, attached):
+        handle.update_task_performance(handle.get_task().task_id, 0.5)
+    block = Path("/dev/shm") / curriculum.shared_memory_name
+    handles = [weakref.ref(attached), weakref.ref(curriculum)]
+    del curriculum, attached, handle
+    gc.collect()
+    alive = [ref() for ref in handles if ref() is not None]
+    assert not alive and not block.exists(), (
+        f"a shared curriculum and a handle attached to it, dropped without close(): {len(alive)} still referenced "
+        f"(by {[type(r).__name__ for held in alive for r in gc.get_referrers(held)][:5]}), the block "
+        f"{'still' if block.exists() else 'no longer'} in /dev/shm")
 
 
 @pytest.mark.parametrize("wrapper", ["CurriculumEnv", "GymCurriculumEnv", "vector"])

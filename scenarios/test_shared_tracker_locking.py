@@ -13,6 +13,7 @@ remove nothing.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import inspect
@@ -425,7 +426,17 @@ def _call_error(call, *args) -> BaseException | None:
     return None
 
 
-def _hold_lock(curriculum, ready, seconds: float) -> None:
+def _hold_lock(curriculum, ready, seconds: float, descendant=None) -> None:
+    """Take the lock and keep it `seconds`; with `descendant` (a shared int), first fork a
+    process that outlives this one (its own worker, a data loader) and put its pid there."""
+    if descendant is not None:
+        curriculum.tracker.lock.acquire()  # this process's own lock opened before the fork, as after a record
+        curriculum.tracker.lock.release()
+        pid = os.fork()
+        if pid == 0:
+            time.sleep(seconds)
+            os._exit(0)
+        descendant.value = pid
     curriculum.tracker.lock.acquire()
     ready.set()
     time.sleep(seconds)
@@ -433,9 +444,14 @@ def _hold_lock(curriculum, ready, seconds: float) -> None:
 
 def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory, require_capability,
                                                               scenario_seed) -> None:
+    """A lock holder stuck in its section times the others out by name (`LockTimeoutError`, a
+    `TimeoutError`, within the timeout); killed there, the next update rolls its section back
+    at once (one repair), although a process it forked lives on (a child must not keep the
+    dead holder's lock)."""
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed,
                                     lock_timeout=LIMITS.lock_timeout)
     holder = None
+    descendant = CTX.Value("i", 0)
     try:
         task = curriculum.get_task()
         curriculum.update_task_performance(task.task_id, 0.5)
@@ -444,7 +460,7 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         repairs_before = getattr(backend, "repairs", None)
 
         ready = CTX.Event()
-        holder = CTX.Process(target=_hold_lock, args=(curriculum, ready, 60.0), daemon=True)
+        holder = CTX.Process(target=_hold_lock, args=(curriculum, ready, 60.0, descendant), daemon=True)
         holder.start()
         assert ready.wait(30), "the lock-holding process never took the lock"
         task = curriculum.get_task()
@@ -475,7 +491,7 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         assert curriculum.tracker.total_completions == recorded_before, "a failed update changed the tracker"
 
         os.kill(holder.pid, signal.SIGKILL)
-        holder.join(timeout=10)
+        holder.join()  # (reaped by pid: the process it forked holds its sentinel)
         started = time.monotonic()
         assert curriculum.update_task_performance(task.task_id, 0.5)
         waited = time.monotonic() - started
@@ -497,8 +513,10 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
                 f"section of its own (1 and 1 expected: only dead holders' sections count), seed {scenario_seed}")
     finally:
         _stop(holder)
+        if descendant.value:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(descendant.value, signal.SIGKILL)
         curriculum.close()
-
 
 
 def _update_and_report(curriculum, task_id: int, queue) -> None:
@@ -646,7 +664,7 @@ def _stop(holder: Any) -> None:
     """Kill and reap a lock-holding process the check left running (None: never started)."""
     if holder is not None and holder.is_alive():
         holder.kill()
-        holder.join(timeout=10)
+        holder.join()  # SIGKILL: it ends (by pid, whoever else holds its sentinel)
 
 
 UNCOMMITTED_TASK_ID = 10**9
