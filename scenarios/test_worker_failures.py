@@ -127,6 +127,9 @@ LAYOUTS = {
     # zero-copy blocks of three workers, two blocks (rows and columns of the blocks differ)
     "async-thirds": {"num_envs": LIMITS.block_envs, "num_workers": LIMITS.block_envs,
                      "batch_size": LIMITS.block_envs // 2},
+    # every env in one worker: no other worker holds a pipe open, so writing to the dead one's
+    # fails (a broken pipe) instead of waiting
+    "one-worker": {"num_workers": 1},
 }
 PAUSES = {"async-any": LIMITS.trainer_pause}
 #: the worker that fails: the last one, or in blocks of three the last of the first block (whose
@@ -138,15 +141,17 @@ STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 #: what the trainer calls next: a step, or (killed workers only: a frozen one is the same wait)
 #: a reset, which must not wait for the steps still running on a dead worker either;
 #: "stopped_sending": stopped in its next step, with its infos flagged and not sent; "exited": ended
-#: cleanly (exit code 0) in its next step, which is no less dead
+#: cleanly (exit code 0) in its next step, which is no less dead; "killed_gone": killed and gone
+#: before the trainer's next call (the trainer paused meanwhile)
 FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), ("killed", "reset"),
           ("exited", "step")]
 
 
 #: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker,
-#: and in blocks of three
+#: and in blocks of three; the only worker gone before a reset or a step
 CASES = [(*fault, layout) for layout in ("sync", "async", "async-any") for fault in FAULTS] + \
-    [("killed", "step", "async-one"), ("killed", "step", "async-thirds")]
+    [("killed", "step", "async-one"), ("killed", "step", "async-thirds"), ("killed_gone", "reset", "one-worker"),
+     ("killed_gone", "step", "one-worker")]
 
 
 @pytest.mark.parametrize(("fault", "then", "layout"), CASES, ids=["-".join(case) for case in CASES])
@@ -173,7 +178,9 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
         elif fault == "exited":
             _EXIT_IN_STEP.value = processes[victim].pid
         else:
-            os.kill(processes[victim].pid, signal.SIGKILL if fault == "killed" else signal.SIGSTOP)
+            os.kill(processes[victim].pid, signal.SIGSTOP if fault == "stopped" else signal.SIGKILL)
+            if fault == "killed_gone":
+                processes[victim].join(timeout=LIMITS.deadline)
         struck = time.monotonic()
         steps_after = STEPS_AFTER.get(layout, LIMITS.steps_after)
         after = _steps_until_error(vecenv, steps_after, seen, reset_first=then == "reset",
@@ -191,7 +198,8 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             process.join(timeout=LIMITS.deadline)
         alive = [p.pid for p in processes if p.exitcode is None]
         assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
-        ends = {i: p.exitcode for i, p in enumerate(processes) if not (fault in ("killed", "exited") and i == victim)}
+        ends = {i: p.exitcode for i, p in enumerate(processes)
+                if not (fault in ("killed", "killed_gone", "exited") and i == victim)}
         killed = {i: code for i, code in ends.items() if code != -signal.SIGTERM}
         assert not killed, (
             f"worker {victim} {fault}: workers {sorted(killed)} ended with exit codes {killed}, not by SIGTERM (a "
