@@ -154,6 +154,10 @@ class SharedTrackerLimits:
     operations: a commit made after the unlock, rather than before it, then loses updates in
     every run (with 3 writers, in about half the runs)."""
     readers: int = 1
+    racing_read_seconds: float = 1.0
+    """The racing-reads check: how long this process reads task ids lock-free while a writer
+    opens, fills and aborts sections without pause (a read that skips its re-check returned a
+    never-committed id about 10-100 times a second here)."""
     updates_per_writer: int = 3000
     pool: int = 1
     """One task, so every writer collides on the same counters (without the lock, updates are

@@ -519,6 +519,55 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
         curriculum.close()
 
 
+def _abort_sections(curriculum, ready, stop) -> None:
+    """Open a section, put a task into every slot and abort it, again and again until `stop`."""
+    tracker = curriculum.tracker
+    lock = tracker.lock
+    ready.set()
+    while not stop.is_set():
+        lock.acquire()
+        for slot in range(tracker.capacity):
+            tracker.assign(slot, UNCOMMITTED_TASK_ID, evicted=True)
+        lock.abort()
+
+
+def test_lock_free_reads_racing_writers_return_only_committed_ids(curriculum_factory, require_capability,
+                                                                 scenario_seed) -> None:
+    """A writer opens a section, puts a task into every slot and rolls the section back, without
+    pause, while this process reads the pool's task ids lock-free (what every worker's task
+    draw reads): a section may start between any two words a read takes, and no read may
+    return the id that was never committed (a worker would run a task the pool never held,
+    and its completion be refused as unknown)."""
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed)
+    tracker = curriculum.tracker
+    require_capability(callable(getattr(tracker, "assign", None)) and callable(getattr(tracker.lock, "abort", None)),
+                       "the tracker puts no task into a slot (assign) or aborts no section (lock.abort)")
+    committed = [tracker.task_id_at(slot) for slot in range(tracker.capacity)]
+    ready, stop = CTX.Event(), CTX.Event()
+    writer = CTX.Process(target=_abort_sections, args=(curriculum, ready, stop), daemon=True)
+    writer.start()
+    reads, wrong = 0, Counter()
+    try:
+        assert ready.wait(30), "the writing process never started"
+        deadline = time.monotonic() + LIMITS.racing_read_seconds
+        read = tracker.task_id_at
+        while time.monotonic() < deadline:
+            for slot in range(tracker.capacity):
+                task_id = read(slot)
+                if task_id != committed[slot]:
+                    wrong[(slot, task_id)] += 1
+            reads += tracker.capacity
+    finally:
+        stop.set()
+        writer.join(timeout=10)
+        _stop(writer)
+        curriculum.close()
+    assert not wrong, (
+        f"{sum(wrong.values())} of {reads} lock-free reads of task ids returned an id never committed while a writer "
+        f"opened and rolled back sections ((slot, id read): count {dict(wrong.most_common(4))}; committed "
+        f"{committed}), seed {scenario_seed}")
+
+
 def _update_and_report(curriculum, task_id: int, queue) -> None:
     """One update in this (forked) process; what it raised, if anything, and how long it took."""
     started = time.monotonic()
