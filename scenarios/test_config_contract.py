@@ -306,6 +306,9 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("batch_size a whole number of workers' envs, Multiprocessing",
      lambda v: _serial_vector(backend="Multiprocessing", tracking="centralized", num_envs=4, num_workers=2,
                               batch_size=v), None, (None, 2, 4), (1, 3)),
+    ("batch_size at most num_envs also without zero_copy, Multiprocessing",  # (whole workers: 4 is two batches' worth)
+     lambda v: _serial_vector(backend="Multiprocessing", tracking="centralized", num_envs=2, num_workers=2,
+                              overwork=True, zero_copy=False, batch_size=v), None, (2,), (3, 4)),
     ("batch_size one that whole workers within the cores can serve, Multiprocessing",  # 64 workers of 1 env for 1
      lambda v: _serial_vector(backend="Multiprocessing", tracking="centralized", num_envs=64, batch_size=v,
                               zero_copy=False), None, (None,), (1,)),
