@@ -818,7 +818,7 @@ class SharedMemoryBackend(TaskMemoryBackend):
                     return values
             else:
                 values = tuple(rows_d[at + c] if f else rows_q[at + c] for c, f in zip(columns, floats))
-                if rows_q[at] == version:
+                if rows_q[at] == version and control[_SEQ] == seq:
                     return values
             if attempt >= 8:
                 os.sched_yield()
@@ -836,6 +836,8 @@ class SharedMemoryBackend(TaskMemoryBackend):
         for attempt in range(_READ_TRIES):
             # The version before the transaction number: a row written by a transaction that
             # started after this read of the number changes version before the value is read.
+            # The number read again after the value: a transaction that wrote the row and was
+            # rolled back meanwhile restored its old version too, but moved the number on.
             version = rows_q[at]
             seq = control[_SEQ]
             if version == seq and seq & 1:  # written by the open transaction: its pre-image
@@ -844,7 +846,7 @@ class SharedMemoryBackend(TaskMemoryBackend):
                     return value
             else:
                 value = rows_q[at + column]
-                if rows_q[at] == version:
+                if rows_q[at] == version and control[_SEQ] == seq:
                     return value
             if attempt >= 8:
                 os.sched_yield()

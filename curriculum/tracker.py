@@ -119,11 +119,12 @@ class TaskTracker:
         # the fast path of `SharedMemoryBackend.committed_word`, inline: get_task runs it every call
         at = slot * self._row_length
         rows_q = self._rows_q
+        control = self._control_words
         version = rows_q[at]
-        seq = self._control_words[0]
+        seq = control[0]
         if version != seq or not seq & 1:
             task_id = rows_q[at + self._task_id_column]
-            if rows_q[at] == version:
+            if rows_q[at] == version and control[0] == seq:  # (a roll-back meanwhile restores the version)
                 return task_id
         return self.backend.committed_word(slot, self._task_id_column)
 
