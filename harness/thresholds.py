@@ -275,6 +275,9 @@ class StageSyncLimits:
     window: int = 12
     advancement_threshold: float = 0.9
     vec_steps: int = 400
+    agree_vec_steps: int = 250
+    """The main stage-sync run (five vectors): the last stage is reached after about 80 vec
+    steps, the rest runs at it (each env ends about 16 episodes there)."""
     max_stage_lag_vec_steps: int = 1
     """A task drawn this many vec steps after an advancement must be of the new stage."""
     followed_share_gap: float = 0.15

@@ -147,7 +147,7 @@ def _check_workers_agree(curriculum_factory, require_capability, scenario_seed: 
             episodes_run = 0
             ahead, stale_starts, stale_ends = [], [], 0
             running_stage = [LENGTH_TO_STAGE[int(o[0])] for o in obs.reshape(LIMITS.num_envs, -1)]
-            for step in range(1, LIMITS.vec_steps + 1):
+            for step in range(1, LIMITS.agree_vec_steps + 1):
                 obs, rewards, terminals, truncations, infos = vecenv.step(actions)
                 watcher.observe(infos)
                 stage_now = curriculum.stage
@@ -175,7 +175,7 @@ def _check_workers_agree(curriculum_factory, require_capability, scenario_seed: 
             recorded = stats["total_completions"] + stats["late_completions"]
             assert recorded == episodes_run, (
                 f"{context}: the curriculum recorded {recorded} episodes but {episodes_run} were run "
-                f"({LIMITS.num_envs} envs, {LIMITS.vec_steps} vec steps), seed {scenario_seed}"
+                f"({LIMITS.num_envs} envs, {LIMITS.agree_vec_steps} vec steps), seed {scenario_seed}"
             )
             if tracking == "centralized":  # the main process's own counts of what it recorded
                 counted = (vecenv.completions, vecenv.late_completions)
