@@ -52,9 +52,9 @@ and reaped, so an uncaught error lets the interpreter exit, and any later `reset
 closed stops its workers when it is garbage-collected or when the interpreter exits, and a
 worker process ends itself when the main process dies, even by SIGKILL (Linux: through
 `PR_SET_PDEATHSIG`, or, for a worker a fork server started, a thread watching the main
-process through a pidfd). The default `num_workers` on Multiprocessing is the most workers that fit the
-physical cores (pufferlib refuses more without `overwork=True`, and pufferlib-core 3.0.7 then
-fails with an `AttributeError` instead of its own message).
+process through a pidfd). The default `num_workers` on Multiprocessing is the most workers
+that fit the physical cores (pufferlib refuses more without `overwork=True`, and
+pufferlib-core 3.0.7 then fails with an `AttributeError` instead of its own message).
 
 Resets (Multiprocessing). A `reset()` (or `async_reset()`) between steps never waits on a
 worker that already answered, and loses no episode: the infos of steps still running when it is

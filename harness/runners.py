@@ -425,8 +425,8 @@ def run_vectorized(
     `num_workers` defaults to the most processes that fit the physical cores and divide
     `num_envs` (Multiprocessing only); `overwork=True` lifts pufferlib's cores limit. With an
     `oracle`, every step's infos and every epoch are checked (and, under `Serial`, the
-    curriculum is watched and the wrappers' own counters checked against it); the runner calls `oracle.verify(curriculum)` before closing a
-    curriculum it built.
+    curriculum is watched and the wrappers' own counters checked against it); the runner
+    calls `oracle.verify(curriculum)` before closing a curriculum it built.
     """
     from curriculum import Curriculum, CurriculumConfig
     from curriculum.vector import BACKENDS, TRACKING_MODES, default_num_workers, make_curriculum_vecenv
