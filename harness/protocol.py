@@ -541,7 +541,8 @@ SUITES: Final[dict[str, Suite]] = {s.name: s for s in (
                     "stage_counters": "workers must agree with the stage the curriculum reports",
                     "counters": "episodes recorded are compared with episodes run"},
           uses={"shared_memory": "the shared-tracking variants (Serial and Multiprocessing)",
-                "stage_sync": "the centralized-tracking variants (worker copies follow sync_state())"}),
+                "stage_sync": "the centralized-tracking variants (worker copies follow sync_state(); in the fork-server "
+                              "variant the curriculum reaches its workers pickled)"}),
     Suite("invariances", ("learning_progress", "staged"),
           uses={"staged_config": "the staged-progression run of the score-range relation",
                 "pool": "the late-completion relation (a stale worker reports the tasks that left the pool)"}),
