@@ -123,7 +123,8 @@ def _sparse_distributions(seed: int, count: int) -> list[list[float]]:
 
 def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenario_seed) -> None:
     """`gini_coefficient` and `normalized_entropy` (what `stats()` and the pipeline report) equal
-    the oracle's written-out references on every input, zero entries counting towards n."""
+    the oracle's written-out references on every input, zero entries counting towards n, and
+    leave an array passed in as it was (a caller's `task_scores()` keeps its order and signs)."""
     for values in _sparse_distributions(scenario_seed, LIMITS.metric_inputs):
         for name, metric, reference in (("gini_coefficient", gini_coefficient, reference_gini),
                                         ("normalized_entropy", normalized_entropy, reference_entropy)):
@@ -131,6 +132,9 @@ def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenari
             assert math.isclose(got, expected, rel_tol=1e-9, abs_tol=1e-12), (
                 f"{name} of {len(values)} entries ({values.count(0.0)} zero): {got!r}, by its definition "
                 f"{expected!r}; input {values}, seed {scenario_seed}")
+            array = np.array(values, dtype=np.float64)
+            assert math.isclose(metric(array), expected, rel_tol=1e-9, abs_tol=1e-12) and array.tolist() == values, (
+                f"{name} of a float64 array changed it: {values} became {array.tolist()}, seed {scenario_seed}")
 
 
 #: Every kind of value envs put in their infos, as a maker of one from a random stream: plain and
