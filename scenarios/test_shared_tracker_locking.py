@@ -1346,6 +1346,11 @@ _CUTS: dict[str, Any] = {
 }
 
 
+#: The owner of a planted block that is not this user's (nobody's uid; only root can give a file
+#: away, so that case needs root).
+_OTHER_UID = 65534
+
+
 #: What `attach` finds under a tracker's name that it must refuse (the shared tracker's documented
 #: refusals: missing, not a tracker, writable by others, reached through a symbolic link), each
 #: made from the live tracker's file at `live` into `path`.
@@ -1354,6 +1359,9 @@ _UNTRUSTED_BLOCKS: dict[str, Any] = {
     "a symbolic link to a live tracker": lambda live, path: os.symlink(live, path),
     "a copy of a live tracker that others can write": lambda live, path: (shutil.copyfile(live, path),
                                                                           os.chmod(path, 0o662)),
+    "a copy of a live tracker another user owns": lambda live, path: (shutil.copyfile(live, path),
+                                                                       os.chmod(path, 0o600),
+                                                                       os.chown(path, _OTHER_UID, _OTHER_UID)),
     **{f"a copy of a live tracker cut to {what}": (lambda live, path, cut=cut: (
         shutil.copyfile(live, path), os.chmod(path, 0o600), os.truncate(path, cut(os.path.getsize(live)))))
        for what, cut in _CUTS.items()},
@@ -1364,6 +1372,23 @@ _UNTRUSTED_BLOCKS: dict[str, Any] = {
     **{f"a copy of a live tracker with {what}": (lambda live, path, damage=damage: _damaged_copy(live, path, damage))
        for what, damage in _DAMAGED_HEADERS.items()},
 }
+
+
+def test_a_shared_block_is_reserved_whole_when_created(curriculum_factory, require_capability, scenario_seed) -> None:
+    """A new shared tracker's block holds all its memory from the start (documented: a full
+    /dev/shm is refused by a named error at creation), not pages taken on first write, which
+    a full /dev/shm turns into SIGBUS in whichever process writes first, mid-run."""
+    live = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, evicting=True)
+    try:
+        name = getattr(live, "shared_memory_name", None)
+        path = os.path.join(SEGMENT_DIR, name or "")
+        require_capability(bool(name) and os.path.isfile(path), f"this curriculum has no block under {SEGMENT_DIR}")
+        info = os.stat(path)
+        assert info.st_blocks * 512 >= info.st_size, (
+            f"the new block of {info.st_size} bytes has {info.st_blocks * 512} bytes allocated: the rest would "
+            f"come on first write, and a full {SEGMENT_DIR} would show as SIGBUS then, seed {scenario_seed}")
+    finally:
+        live.close()
 
 
 @pytest.mark.parametrize("block", list(_UNTRUSTED_BLOCKS))
@@ -1383,6 +1408,8 @@ def test_attach_refuses_a_block_it_cannot_trust_by_name(curriculum_factory, requ
         mode = stat.S_IMODE(os.stat(live_path).st_mode)
         assert mode == 0o600, (f"the live tracker's block was created with mode {mode:04o}: another user could read "
                                f"(or write) it; expected 0600, seed {scenario_seed}")
+        if "another user" in block:
+            require_capability(os.geteuid() == 0, "only root can plant a block another user owns")
         for _ in range(6):
             live.update_task_performance(live.get_task().task_id, 0.5)
         _UNTRUSTED_BLOCKS[block](live_path, planted)
