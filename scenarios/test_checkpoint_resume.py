@@ -620,7 +620,7 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
 def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple[str, Any]]:
     """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
-    twice in the pool or below 0, shares and rates above 1 or below 0, a sampling distribution with a
+    twice in the pool or below 0, or kept for a slot it is not of, shares and rates above 1 or below 0, a sampling distribution with a
     negative chance, a last score outside the score range, a stage its stage changes cannot reach,
     a slot without completions that holds a score sum or a last score, a number of the random
     state wider than its bits."""
@@ -632,6 +632,8 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
         ("probabilities", 0, -0.5),
         # negative ids whose remainder names their own slot (-1 is the empty slot's mark)
         ("task_ids", 0, -pool), ("task_ids", pool - 1, -1)]
+    # per slot, a task id of that slot (or the empty mark): slot 1's task named in slot 0's entries
+    edits += [(key, 0, arrays["task_ids"][1]) for key in ("evictable", "sampled_task_ids") if key in state]
     if state["draws"]:  # a pre-drawn slot index past the pool or below it
         edits += [("draws", len(state["draws"]) - 1, pool), ("draws", 0, -1)]
     algorithm = config.algorithm
