@@ -28,7 +28,8 @@ import numpy as np
 import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, EpisodeNotStartedError, GymCurriculumEnv,
-                        InvalidScoreError, LearningProgressConfig, SingleTaskGenerator, UniformConfig)
+                        InvalidScoreError, LearningProgressConfig, SingleTaskGenerator, Stage, StagedProgressionConfig,
+                        UniformConfig)
 from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.task_spaces import impossible_task_space
@@ -394,4 +395,42 @@ def test_pool_reports_come_every_stats_interval_completions_from_the_first(curri
         f"stats_interval={interval}: pool reports at completions "
         f"{[i + 1 for i, r in enumerate(reports) if r]} of {len(reports)}, expected "
         f"{[i + 1 for i, r in enumerate(expected) if r]}, seed {scenario_seed}")
+    watcher.verify()
+
+
+def test_pool_reports_keep_their_schedule_through_late_completions(curriculum_factory, curriculum_env_class,
+                                                                   require_capability, scenario_seed, oracle) -> None:
+    """A late completion is a completion for `stats_interval` too: two wrappers share a staged
+    pool that changes stage at every completion (a paying stage advances, a paying-nothing one
+    falls back), so each change makes the other wrapper's running episode late; each wrapper
+    still reports with its first completion and every `stats_interval` after it."""
+    interval = LIMITS.late_report_interval
+    watcher = oracle(context=f"stats_interval={interval}, late completions")
+    stages = [Stage(name, LabelledTaskGenerator(SingleTaskGenerator(config, label=name))) for name, config in
+              (("pays", {"episode_length": 2, "reward_per_step": 0.25}),
+               ("pays nothing", {"episode_length": 3, "reward_per_step": 0.0}))]
+    curriculum = watcher.watch(curriculum_factory(CurriculumConfig(
+        num_active_tasks=4, seed=scenario_seed,
+        algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=0.4, regression_threshold=0.1,
+                                          window=1, min_episodes=1))))
+    envs = [curriculum_env_class(ExactAccountingEnv(episode_length=2), curriculum, seed=scenario_seed + i,
+                                 stats_interval=interval) for i in range(2)]
+    for env in envs:
+        env.reset()
+    for _ in range(LIMITS.late_report_steps):
+        for env in envs:
+            watcher.observe(env.step(np.zeros(1, dtype=np.int32))[4])
+    for env in envs:
+        env.close()
+    late = curriculum.stats().get("late_completions", 0)
+    require_capability(late > 0, "this curriculum records no completion late when its stage changes")
+    per_env: dict[str, list[bool]] = {}
+    for episode in watcher.episodes:
+        per_env.setdefault(episode.record.env, []).append(episode.pool_report)
+    off = {env: [i + 1 for i, r in enumerate(reports) if r][:8] for env, reports in per_env.items()
+           if reports != [i % interval == 0 for i in range(len(reports))]}
+    assert len(per_env) == 2 and not off, (
+        f"stats_interval={interval}, {late} late completions: pool reports at completions {off} of wrappers "
+        f"{ {env: len(reports) for env, reports in per_env.items()} }, expected at 1, {1 + interval}, "
+        f"{1 + 2 * interval}, ..., seed {scenario_seed}")
     watcher.verify()
