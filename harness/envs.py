@@ -565,8 +565,10 @@ class ExactAccountingEnv(_HarnessEnv):
             flags.fill(True)
         elif self._at_end:  # each agent's return at its done step; the buffer untouched otherwise
             ending = self._lengths_now == step
-            paid = np.where(ending, self._rewards_now * self._lengths_now, 0.0)
+            # the return as the reward buffer holds it (a float32 buffer rounds 3 x 0.1): what the agent received
+            paid = np.where(ending, self._rewards_now * self._lengths_now, 0.0).astype(self.rewards.dtype)
             np.copyto(self.rewards, paid, where=ending)
+            paid = paid.astype(np.float64)
             self._written += paid
             self._returns += paid
             self.total_reward += float(paid.sum())

@@ -49,7 +49,9 @@ end: a reset must not wait on workers that answered, and must return the episode
 still in flight (a worker under shared tracking has recorded them already)."""
 
 
-_REWARDS = (1.0, 0.5, 0.25, 0.0, 0.75, 0.125)
+#: Per-step rewards, each exact in the float32 reward buffer; 0.1 rounded to float32 is not a short
+#: binary fraction, so a few steps of it summed in float32 lose bits a float64 sum keeps.
+_REWARDS = (1.0, 0.5, 0.25, 0.0, 0.75, float(np.float32(0.1)))
 _LENGTHS = (2, 5, 3, 1, 4)
 
 
