@@ -436,6 +436,8 @@ class WorkerStreamLimits:
     truthiness test)."""
     stream_draws: int = 40
     """Draws (or episodes) compared per seed and way."""
+    sweep_builds: int = 30
+    """Curricula built, wrapped with a seed and dropped one after another in one process."""
     unseeded_handles: int = 3
     """Processes that each attach a handle without a seed: their draws must all differ."""
 

@@ -21,14 +21,15 @@ with their sum makes config seed 1 on worker 0 a copy of config seed 0 on worker
 
 from __future__ import annotations
 
+import gc
 import inspect
 import multiprocessing as mp
 
 import numpy as np
 import pytest
 
-from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, GymCurriculumEnv, LearningProgressConfig,
-                        SingleTaskGenerator, UniformConfig)
+from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, CurriculumEnv, GymCurriculumEnv,
+                        LearningProgressConfig, SingleTaskGenerator, UniformConfig)
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
@@ -218,6 +219,35 @@ def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_c
                     f"handles attached without a seed in {len(unseeded)} processes drew the same tasks: "
                     f"{[draws[:8] for draws in unseeded]}, seed {scenario_seed}")
             getattr(shared, "close", lambda: None)()
+
+
+def test_every_new_curriculum_wrapped_with_a_seed_takes_it(curriculum_factory, require_capability,
+                                                           scenario_seed) -> None:
+    """A seed sweep in one process (a curriculum and its env built, run and dropped, then the
+    next): every new curriculum an env is built on with `seed=s` draws the stream of a
+    curriculum reseeded with s, whatever the process built and dropped before it (a new
+    object may take a dropped one's address)."""
+    config = stream_config(scenario_seed, UniformConfig())
+    reference = curriculum_factory(config)
+    require_capability(callable(getattr(reference, "reseed", None)), "this curriculum has no reseed(seed)")
+    seed = LIMITS.stream_seeds[-1]
+    reference.reseed(seed)
+    expected = [reference.get_task().task_id for _ in range(LIMITS.stream_draws)]
+    del reference
+    differ = []
+    for build in range(LIMITS.sweep_builds):
+        gc.collect(1)  # (the young generations: where the dropped curriculum's cycles are)
+        curriculum = curriculum_factory(config)
+        env = CurriculumEnv(ExactAccountingEnv(), curriculum, seed=seed)
+        got = [curriculum.get_task().task_id for _ in range(LIMITS.stream_draws)]
+        if got != expected:
+            differ.append(build)
+        env.close()
+        getattr(curriculum, "close", lambda: None)()
+        del env, curriculum
+    assert not differ, (
+        f"of {LIMITS.sweep_builds} curricula built one after another in one process, each wrapped with seed={seed}, "
+        f"builds {differ} did not draw the seed's stream ({expected[:8]}...), seed {scenario_seed}")
 
 
 def test_config_seed_and_worker_seed_both_count(curriculum_factory, require_capability, scenario_seed) -> None:
