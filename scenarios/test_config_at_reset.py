@@ -27,9 +27,9 @@ import gymnasium
 import numpy as np
 import pytest
 
-from curriculum import (BucketedTaskGenerator, CurriculumConfig, EpisodeNotStartedError, GymCurriculumEnv,
-                        InvalidScoreError, LearningProgressConfig, SingleTaskGenerator, Stage, StagedProgressionConfig,
-                        UniformConfig)
+from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, EpisodeNotStartedError,
+                        GymCurriculumEnv, InvalidScoreError, LearningProgressConfig, SingleTaskGenerator, Stage,
+                        StagedProgressionConfig, UniformConfig)
 from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.task_spaces import impossible_task_space
@@ -409,10 +409,14 @@ def test_pool_reports_keep_their_schedule_through_late_completions(curriculum_fa
     stages = [Stage(name, LabelledTaskGenerator(SingleTaskGenerator(config, label=name))) for name, config in
               (("pays", {"episode_length": 2, "reward_per_step": 0.25}),
                ("pays nothing", {"episode_length": 3, "reward_per_step": 0.0}))]
-    curriculum = watcher.watch(curriculum_factory(CurriculumConfig(
-        num_active_tasks=4, seed=scenario_seed,
-        algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=0.4, regression_threshold=0.1,
-                                          window=1, min_episodes=1))))
+    try:
+        curriculum = watcher.watch(curriculum_factory(CurriculumConfig(
+            num_active_tasks=4, seed=scenario_seed,
+            algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=0.4, regression_threshold=0.1,
+                                              window=1, min_episodes=1))))
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"the run needs a staged curriculum; the factory refused the config: "
+                                  f"{type(error).__name__}: {error}")
     envs = [curriculum_env_class(ExactAccountingEnv(episode_length=2), curriculum, seed=scenario_seed + i,
                                  stats_interval=interval) for i in range(2)]
     for env in envs:
