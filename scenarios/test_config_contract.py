@@ -965,6 +965,36 @@ def test_a_backend_given_as_the_pufferlib_class_is_taken_as_its_name() -> None:
     assert not differ, "a backend class got other than its name:\n  " + "\n  ".join(differ)
 
 
+#: what pufferlib's vector offers a trainer, which a curriculum vector hands through unchanged
+_VECTOR_ATTRIBUTES = ("num_envs", "num_agents", "agents_per_batch", "single_observation_space", "single_action_space",
+                      "observation_space", "action_space", "driver_env", "agent_ids", "emulated")
+
+
+@pytest.mark.parametrize("tracking", ["shared", "centralized"])
+def test_a_vector_hands_pufferlibs_vector_through_unchanged(tracking) -> None:
+    """A curriculum vector is pufferlib's vector to a trainer: every space, count and id it
+    reports is the pufferlib vector's own (a trainer builds its policy from
+    `single_observation_space`; the batch's space in its place gives it the wrong input size),
+    and its single spaces are its envs' spaces."""
+    curriculum = Curriculum(_curriculum(algorithm=UniformConfig()), shared_memory=tracking == "shared")
+    differ = []
+    try:
+        for backend, options in (("Serial", {}), ("Multiprocessing", {"num_workers": 2})):
+            with make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2, tracking=tracking,
+                                        **options) as vecenv:
+                inner = vecenv.vecenv
+                differ += [f"{backend} {name}" for name in _VECTOR_ATTRIBUTES
+                           if not _same(getattr(vecenv, name), getattr(inner, name))]
+                env = _exact_env()
+                for name in ("single_observation_space", "single_action_space"):
+                    if getattr(vecenv, name) != getattr(env, name):
+                        differ.append(f"{backend} {name} {getattr(vecenv, name)} (its envs' {getattr(env, name)})")
+                env.close()
+    finally:
+        curriculum.close()
+    assert not differ, f"{tracking} tracking: the vector reports other than pufferlib's vector for {differ}"
+
+
 def test_a_shared_curriculum_dropped_without_close_is_collected_with_its_memory() -> None:
     """A shared curriculum, and a handle attached to it, that the caller drops without
     `close()` (a notebook cell run again, a run of a sweep) are collected: nothing of the library
