@@ -833,17 +833,29 @@ def test_a_config_keeps_nothing_the_caller_changes_later() -> None:
         f"(built as {before})")
 
 
+def _env_with_reset_infos(buf: Any = None, seed: int = 0) -> ExactAccountingEnv:
+    """An env whose resets return infos (a worker's reset answer the vector must read)."""
+    return ExactAccountingEnv(buf=buf, seed=seed, infos="dict")
+
+
+#: Seconds a worker of the out-of-order vector may take to answer (a refused call that left the
+#: vector waiting on workers it never asked fails by name, not by hanging the gate).
+_REFUSED_CALL_TIMEOUT = 10.0
+
+
 @pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
 def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backend) -> None:
     """A curriculum vector stepped before its reset, asked to receive with nothing sent, handed
     actions outside its action space, or used after `close()` must raise the named error (and
     keep raising it after close, where a second `close()` is a no-op); a refused call must
-    leave nothing behind: the run that follows records exactly the episodes its envs ended."""
+    leave nothing behind: the reset and the run that follow it record exactly the episodes
+    its envs ended."""
     episodes = SingleTaskGenerator({"episode_length": 3, "reward_per_step": 0.25}, label="three steps")
     curriculum = Curriculum(_curriculum(task_generator=episodes, algorithm=UniformConfig()),
                             shared_memory=backend == "Multiprocessing")
-    vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2,
-                                    **({"num_workers": 2} if backend == "Multiprocessing" else {}))
+    vecenv = make_curriculum_vecenv(_env_with_reset_infos, curriculum, backend=backend, num_envs=2,
+                                    **({"num_workers": 2, "worker_timeout": _REFUSED_CALL_TIMEOUT}
+                                       if backend == "Multiprocessing" else {}))
     wrong: list[str] = []
 
     def refused(what: str, call: Callable[[], Any], error: type[Exception]) -> None:
@@ -865,6 +877,9 @@ def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backen
         refused("actions of another shape", lambda: vecenv.step(np.zeros((*actions.shape, 3), actions.dtype)),
                 EnvContractError)
         refused("actions outside the action space", lambda: vecenv.step(actions + 1_000), EnvContractError)
+        vecenv.reset(seed=1)  # (as a trainer that caught the refusal starts over)
+        refused("actions outside the action space after a reset", lambda: vecenv.step(actions + 1_000),
+                EnvContractError)
         ended = 0
         for _ in range(40):
             _, _, terminals, truncations, _ = vecenv.step(actions)
