@@ -11,7 +11,9 @@ pufferlib's own Multiprocessing vector of the same bare envs, measured here in t
 process; the curriculum's vector wraps each env in a `CurriculumEnv` on a shared-memory
 learning progress and waits for its batches itself. Target: its step takes at most `TARGET`
 times the baseline's (printed, not asserted). Run with `make bench`; printed at the end as
-`slow_env_*` figures.
+`slow_env_*` figures, with the share of a core the main process used while it stepped (a wait
+that spins instead of napping costs a core the workers need, which wall time on idle cores
+hides).
 """
 
 from __future__ import annotations
@@ -101,9 +103,13 @@ def test_slow_env_step(benchmark: Any, figures: dict[str, float], layout: str) -
         for _ in range(10):
             vecenv.step(actions)
 
+        cpu: list[float] = []
+
         def steps() -> None:
+            start = time.process_time()
             for _ in range(VEC_STEPS):
                 vecenv.step(actions)
+            cpu.append(time.process_time() - start)
 
         benchmark.pedantic(steps, rounds=ROUNDS)
     finally:
@@ -112,6 +118,10 @@ def test_slow_env_step(benchmark: Any, figures: dict[str, float], layout: str) -
     per_step = benchmark.stats.stats.min / VEC_STEPS
     figures[f"slow_env_{layout}_ms_per_step"] = per_step * 1e3
     benchmark.extra_info["ms_per_step"] = per_step * 1e3
+    share = sum(cpu) / (benchmark.stats.stats.mean * len(cpu))  # the main process's CPU over its wall time
+    figures[f"slow_env_{layout}_main_process_core_share"] = share
+    benchmark.extra_info["main_process_core_share"] = share
+    print(f"\n{layout}: the main process used {share:.0%} of a core while it stepped")
     baseline = figures.get(f"slow_env_{BASELINE}_ms_per_step")
     if baseline is None or layout == BASELINE:
         return
