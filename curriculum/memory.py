@@ -728,10 +728,14 @@ class SharedMemoryBackend(TaskMemoryBackend):
         return seq
 
     def _roll_back(self) -> None:
-        """Restore the pre-images of an open transaction whose holder died.
+        """Restore the pre-images of an open transaction whose holder died (or that aborted).
 
-        Each row's data goes back before its version word, so a reader who sees the old
-        version again also sees the old data.
+        A row's data goes back, but its version word keeps the rolled-back transaction's
+        number: a lock-free reader that read the old version before the transaction wrote the
+        row, and the transaction's data after, sees another version when it checks again and
+        reads again. Restoring the old version (and moving the transaction number on only
+        after it) left a window in which such a reader took a never-committed word as
+        committed.
         """
         control = self._control
         self._hot[:] = self._hot_shadow
@@ -741,13 +745,11 @@ class SharedMemoryBackend(TaskMemoryBackend):
         journal = control[_JOURNAL]
         if journal == _ALL_ROWS:
             self._rows_2d[:, 1:] = self._shadow_2d[:, 1:]
-            self._rows_2d[:, 0] = self._shadow_2d[:, 0]
         else:
             rows_q, shadow_q, row_words = self._rows_q, self._shadow_q, self._row_words
             for i in range(journal):
                 at = control[_JOURNAL_ROWS + i] * row_words
                 rows_q[at + 1:at + row_words] = shadow_q[at + 1:at + row_words]
-                rows_q[at] = shadow_q[at]
         control[_JOURNAL] = 0
 
     def touch(self, slot: int) -> None:
@@ -836,8 +838,8 @@ class SharedMemoryBackend(TaskMemoryBackend):
         for attempt in range(_READ_TRIES):
             # The version before the transaction number: a row written by a transaction that
             # started after this read of the number changes version before the value is read.
-            # The number read again after the value: a transaction that wrote the row and was
-            # rolled back meanwhile restored its old version too, but moved the number on.
+            # The version read again after the value: a transaction that wrote the row meanwhile
+            # left its own number there, even if it was rolled back (see `_roll_back`).
             version = rows_q[at]
             seq = control[_SEQ]
             if version == seq and seq & 1:  # written by the open transaction: its pre-image

@@ -124,7 +124,7 @@ class TaskTracker:
         seq = control[0]
         if version != seq or not seq & 1:
             task_id = rows_q[at + self._task_id_column]
-            if rows_q[at] == version and control[0] == seq:  # (a roll-back meanwhile restores the version)
+            if rows_q[at] == version and control[0] == seq:  # (a section that wrote the row meanwhile left its number)
                 return task_id
         return self.backend.committed_word(slot, self._task_id_column)
 
