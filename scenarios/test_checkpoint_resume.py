@@ -467,9 +467,10 @@ def _changed_configs(config: CurriculumConfig) -> tuple[dict[str, CurriculumConf
             if [generator.generate(i) for i in range(LIMITS.generator_probe_ids)] != tasks:  # other tasks
                 changed[name] = dataclasses.replace(config, task_generator=generator)
     stages = list(getattr(config.algorithm, "stages", ()))
-    if len(stages) >= 2:  # one stage fewer, one more (a list of stages compared item by item)
+    if len(stages) >= 2:  # one stage fewer, one more, the same in another order (a list compared item by item)
         extra = dataclasses.replace(stages[-1], name=f"{stages[-1].name}_again")
-        for name, other in (("algorithm.stages[:-1]", stages[:-1]), ("algorithm.stages+1", [*stages, extra])):
+        for name, other in (("algorithm.stages[:-1]", stages[:-1]), ("algorithm.stages+1", [*stages, extra]),
+                            ("algorithm.stages reversed", stages[::-1])):
             changed[name] = dataclasses.replace(config, algorithm=dataclasses.replace(config.algorithm, stages=other))
     for index, stage in enumerate(getattr(config.algorithm, "stages", ())):  # each stage's generator too
         tasks = [stage.task_generator.generate(i) for i in range(LIMITS.generator_probe_ids)]
