@@ -452,11 +452,11 @@ class EnvWrapperLimits:
     episodes: int = 300
     """Episodes of the single-env config check."""
     report_completions: int = 12
+    """Completions of the pool-report cadence check (two-step episodes)."""
     late_report_interval: int = 3
     """`stats_interval` of the two wrappers whose completions are often late (stage changes)."""
     late_report_steps: int = 60
     """Steps of each of those wrappers (episodes of 2 and 3 steps: about 50 completions in all)."""
-    """Completions of the pool-report cadence check (two-step episodes)."""
     abandon_every: int = 4
     """Of those, every this-many-th is abandoned by a `reset()` after its first step."""
     fail_every_reset: int = 7
