@@ -621,8 +621,8 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
 def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple[str, Any]]:
     """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
-    twice in the pool or below 0, or kept for a slot it is not of, shares and rates above 1 or below 0, a sampling distribution with a
-    negative chance, a last score outside the score range, a stage its stage changes cannot reach,
+    twice in the pool or below 0, or kept for a slot it is not of, shares and rates above 1 or
+    below 0, a sampling distribution with a negative chance, a last score outside the score range, a stage its stage changes cannot reach,
     a slot without completions that holds a score sum or a last score, a number of the random
     state wider than its bits."""
     arrays = state["arrays"]

@@ -1375,9 +1375,9 @@ _UNTRUSTED_BLOCKS: dict[str, Any] = {
 
 
 def test_a_shared_block_is_reserved_whole_when_created(curriculum_factory, require_capability, scenario_seed) -> None:
-    """A new shared tracker's block holds all its memory from the start (documented: a full
-    /dev/shm is refused by a named error at creation), not pages taken on first write, which
-    a full /dev/shm turns into SIGBUS in whichever process writes first, mid-run."""
+    """A new shared tracker's block holds all its memory from the start, so that a full
+    /dev/shm is refused by a named error at creation, not pages taken on first write, which a
+    full /dev/shm turns into SIGBUS in whichever process writes first, mid-run."""
     live = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, evicting=True)
     try:
         name = getattr(live, "shared_memory_name", None)
