@@ -622,9 +622,9 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
     """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
     twice in the pool or below 0, or kept for a slot it is not of, shares and rates above 1 or
-    below 0, a sampling distribution with a negative chance, a last score outside the score range, a stage its stage changes cannot reach,
-    a slot without completions that holds a score sum or a last score, a number of the random
-    state wider than its bits."""
+    below 0, a sampling distribution with a negative chance, a last score outside the score
+    range, a stage its stage changes cannot reach, a slot without completions that holds a score
+    sum or a last score, a number of the random state wider than its bits."""
     arrays = state["arrays"]
     pool = len(arrays["task_ids"])
     edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value): each range left on both sides
