@@ -885,7 +885,10 @@ def test_attaching_refuses_a_config_that_differs_in_any_field(curriculum_factory
 def _field(config: CurriculumConfig, name: str) -> Any:
     if name.startswith("task_generator"):
         return config.task_generator.describe()
-    if name.startswith("algorithm.stages["):
-        return config.algorithm.stages[int(name.split("[")[1].split("]")[0])].task_generator.describe()
+    index = name.removeprefix("algorithm.stages[").split("]")[0]
+    if name.startswith("algorithm.stages[") and index.isdigit():  # a stage's generator
+        return config.algorithm.stages[int(index)].task_generator.describe()
+    if name.startswith("algorithm.stages"):  # fewer, more or reordered stages: their names
+        return [stage.name for stage in config.algorithm.stages]
     owner, _, attribute = name.rpartition(".")
     return getattr(config.algorithm if owner else config, attribute)
