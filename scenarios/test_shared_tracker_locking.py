@@ -1698,10 +1698,14 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
         creator.join(timeout=30)
     unused, attached = (os.path.join(SEGMENT_DIR, name) for name in names)
     # files of the tracker's prefix that carry no tracker header (another program's, an older
-    # format): never the cleanup's to remove
-    foreign = [os.path.join(SEGMENT_DIR, f"{SEGMENT_PREFIX}foreign_{os.getpid()}_{kind}") for kind in ("bytes", "empty")]
+    # format), a lock file beside one of them, and another program's empty lock file: never the
+    # cleanup's to remove (it removes only a `<tracker>.lock` whose block is gone)
+    foreign = [os.path.join(SEGMENT_DIR, name) for name in (
+        f"{SEGMENT_PREFIX}foreign_{os.getpid()}_bytes", f"{SEGMENT_PREFIX}foreign_{os.getpid()}_empty",
+        f"{SEGMENT_PREFIX}foreign_{os.getpid()}_bytes.lock", f"another_program_{os.getpid()}.lock")]
     Path(foreign[0]).write_bytes(bytes(range(256)) * 64)
-    Path(foreign[1]).write_bytes(b"")
+    for path in foreign[1:]:
+        Path(path).write_bytes(b"")
     try:
         listed = remove_orphaned_segments(dry_run=True)
         assert alive not in listed and attached not in listed, (
@@ -1717,7 +1721,8 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
             f"{attached}, attached here, exists={os.path.exists(attached)}, seed {scenario_seed}")
         gone = [path for path in foreign if not os.path.exists(path)]
         assert not gone and not set(foreign) & set(listed), (
-            f"the cleanup removed (or its dry run listed) files of the tracker prefix that carry no tracker header: "
+            f"the cleanup removed (or its dry run listed) files that are neither trackers nor a lock file of a gone "
+            f"tracker: "
             f"{gone or sorted(set(foreign) & set(listed))}, seed {scenario_seed}")
         joined = Curriculum.attach(live.shared_memory_name, config)
         try:
