@@ -1836,6 +1836,46 @@ def _with_creator_pid(block: bytes, dead: int) -> bytes:
     return block.replace(old, b'"pid": ' + b" " * (len(str(dead)) - len(str(live))) + str(live).encode())
 
 
+def _orphan_copied_into(directory: Path, seed: int) -> tuple[Path, Any]:
+    """A dead creator's tracker, copied into `directory` while the creator ran (other processes'
+    cleanups scan only the real directory), and the creator's (joined) process."""
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+                              algorithm=UniformConfig(), num_active_tasks=4, seed=seed)
+    resource_tracker.ensure_running()  # the forked creator registers its block with ours, not its own
+    here, there = mp.get_context("fork").Pipe()
+    creator = mp.get_context("fork").Process(target=_create_and_vanish, args=(config, there))
+    creator.start()
+    name = here.recv()
+    copy = directory / name
+    copy.write_bytes((Path(SEGMENT_DIR) / name).read_bytes())
+    here.send("die")
+    creator.join(timeout=30)
+    remove_orphaned_segments()  # the real block, its creator gone
+    resource_tracker.unregister("/" + name, "shared_memory")  # removed here: nothing left for the tracker
+    return copy, creator
+
+
+def test_the_cleanup_leaves_what_another_user_owns(uses_builtin_curriculum, require_capability, scenario_seed,
+                                                   monkeypatch, tmp_path) -> None:
+    """A dead creator's tracker and a lock file whose block is gone are orphans only when they
+    are this user's: given to another user, the cleanup neither lists nor removes them (another
+    user's files are not ours to judge, and removing them would fail in a sticky /dev/shm)."""
+    require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
+    require_capability(os.geteuid() == 0, "only root can plant files another user owns")
+    copy, _ = _orphan_copied_into(tmp_path, scenario_seed)
+    stale = tmp_path / f"{copy.name}_gone.lock"
+    stale.touch()
+    for path in (copy, stale):
+        os.chown(path, _OTHER_UID, _OTHER_UID)
+    monkeypatch.setattr(memory, "SEGMENT_DIR", str(tmp_path))
+    listed = remove_orphaned_segments(dry_run=True)
+    removed = remove_orphaned_segments()
+    gone = [path.name for path in (copy, stale) if not path.exists()]
+    assert not listed and not removed and not gone, (
+        f"the cleanup over another user's dead tracker and stale lock file listed {listed} in its dry run, then "
+        f"listed {removed} and removed {gone}: none of them is this user's, seed {scenario_seed}")
+
+
 def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_curriculum, require_capability,
                                                                  scenario_seed, monkeypatch, tmp_path) -> None:
     """A dead creator's tracker, copied while it ran into a directory of its own (other
@@ -1846,19 +1886,8 @@ def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_cur
     likewise, one beside a block that is still there (not a tracker of ours) stays, as does
     that block."""
     require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
-    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
-                              algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
-    resource_tracker.ensure_running()  # the forked creator registers its block with ours, not its own
-    here, there = mp.get_context("fork").Pipe()
-    creator = mp.get_context("fork").Process(target=_create_and_vanish, args=(config, there))
-    creator.start()
-    name = here.recv()
-    copy = tmp_path / name
-    copy.write_bytes((Path(SEGMENT_DIR) / name).read_bytes())
-    here.send("die")
-    creator.join(timeout=30)
-    remove_orphaned_segments()  # the real block, its creator gone
-    resource_tracker.unregister("/" + name, "shared_memory")  # removed here: nothing left for the tracker
+    copy, creator = _orphan_copied_into(tmp_path, scenario_seed)
+    name = copy.name
     monkeypatch.setattr(memory, "SEGMENT_DIR", str(tmp_path))
     reused = tmp_path / f"{name}_reused"
     reused.write_bytes(_with_creator_pid(copy.read_bytes(), creator.pid))
