@@ -63,7 +63,7 @@ from curriculum import (
     process_training_stats,
 )
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE
-from curriculum.env import BUFFER_NAMES
+from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.vector import MAX_NUM_ENVS, default_num_workers, physical_cores
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 
@@ -728,6 +728,47 @@ def test_a_vector_built_without_a_worker_count_gets_the_documented_one(num_envs:
     assert workers == expected, (
         f"make_curriculum_vecenv(num_envs={num_envs}, batch_size={batch_size}, overwork={overwork}) started "
         f"{workers} worker processes, expected default_num_workers(..., cores={cores}) = {expected}")
+
+
+def _pool_reports_by_default(wrapper: str, completions: int) -> list[int]:
+    """The completions (1-based) whose info carries a pool report, for `wrapper` built without
+    `stats_interval` around one-step episodes."""
+    curriculum = Curriculum(_curriculum(task_generator=SingleTaskGenerator({"episode_length": 1}), seed=1))
+    infos: list[dict[str, Any]] = []
+    try:
+        if wrapper == "GymCurriculumEnv":
+            env = GymCurriculumEnv(GymExactAccountingEnv(), curriculum, seed=1)
+            for _ in range(completions):
+                env.reset()
+                infos.append(env.step(0)[4])
+        elif wrapper == "CurriculumEnv":
+            env = CurriculumEnv(ExactAccountingEnv(episode_length=1), curriculum, seed=1)
+            env.reset()
+            infos += [env.step(np.zeros(1, dtype=np.int32))[4][0] for _ in range(completions)]
+        else:
+            env = make_curriculum_vecenv(lambda **kw: ExactAccountingEnv(episode_length=1, **kw), curriculum,
+                                         backend="Serial", num_envs=1, seed=1)
+            env.reset()
+            for _ in range(completions):
+                infos += env.step(np.zeros(env.action_space.shape, dtype=np.int32))[4]
+        env.close()
+    finally:
+        curriculum.close()
+    return [i + 1 for i, info in enumerate(infos) if "curriculum_stats/total_completions" in info]
+
+
+@pytest.mark.parametrize("wrapper", ["CurriculumEnv", "GymCurriculumEnv", "vector"])
+def test_a_wrapper_built_without_stats_interval_reports_the_pool_every_documented_interval(wrapper: str) -> None:
+    """Every wrapper's `stats_interval` defaults to `DEFAULT_STATS_INTERVAL`: a wrapper that
+    reports more often costs a pool-wide `stats()` call per report and logs other per-label
+    learning progress than the others do for the same run."""
+    completions = 2 * DEFAULT_STATS_INTERVAL + 1
+    reports = _pool_reports_by_default(wrapper, completions)
+    expected = list(range(1, completions + 1, DEFAULT_STATS_INTERVAL))
+    assert reports == expected, (
+        f"{wrapper} built without stats_interval reported the pool at completions {reports[:10]} of "
+        f"{completions} ({len(reports)} reports), expected {expected} (every DEFAULT_STATS_INTERVAL = "
+        f"{DEFAULT_STATS_INTERVAL})")
 
 
 class _OwnBuffer(ExactAccountingEnv):
