@@ -24,6 +24,7 @@ from __future__ import annotations
 import gc
 import inspect
 import multiprocessing as mp
+from typing import Any
 
 import numpy as np
 import pytest
@@ -248,6 +249,53 @@ def test_every_new_curriculum_wrapped_with_a_seed_takes_it(curriculum_factory, r
     assert not differ, (
         f"of {LIMITS.sweep_builds} curricula built one after another in one process, each wrapped with seed={seed}, "
         f"builds {differ} did not draw the seed's stream ({expected[:8]}...), seed {scenario_seed}")
+
+
+class _Unhashable:
+    """A curriculum as a user's own class may present it: compared by value (a dataclass, so not
+    hashable) and with `__slots__` (so not weak-referenceable); everything else is the curriculum's."""
+
+    __slots__ = ("_inner",)
+
+    def __init__(self, inner: Any) -> None:
+        object.__setattr__(self, "_inner", inner)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(object.__getattribute__(self, "_inner"), name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Unhashable) and other._inner is self._inner
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("wrapper", ["CurriculumEnv", "GymCurriculumEnv"])
+def test_a_curriculum_that_cannot_be_hashed_or_weakly_referenced_still_takes_the_seed(
+        curriculum_factory, require_capability, scenario_seed, wrapper: str) -> None:
+    """A wrapper given `seed=s` reseeds its curriculum with s even when it cannot remember the
+    curriculum in a registry (unhashable, not weak-referenceable): otherwise every worker of a
+    user's own curriculum class draws its parent's stream."""
+    config = stream_config(scenario_seed, UniformConfig())
+    reference = curriculum_factory(config)
+    require_capability(callable(getattr(reference, "reseed", None)), "this curriculum has no reseed(seed)")
+    seed = LIMITS.stream_seeds[-1]
+    reference.reseed(seed)
+    expected = [reference.get_task().task_id for _ in range(LIMITS.stream_draws)]
+    getattr(reference, "close", lambda: None)()
+    curriculum = curriculum_factory(config)
+    view = _Unhashable(curriculum)
+    try:
+        if wrapper == "GymCurriculumEnv":
+            env = GymCurriculumEnv(GymExactAccountingEnv(), view, seed=seed)
+        else:
+            env = CurriculumEnv(ExactAccountingEnv(), view, seed=seed)
+        got = [curriculum.get_task().task_id for _ in range(LIMITS.stream_draws)]
+        env.close()
+    finally:
+        getattr(curriculum, "close", lambda: None)()
+    assert got == expected, (
+        f"{wrapper}(seed={seed}) over a curriculum it can neither hash nor weakly reference: it then drew "
+        f"{got[:8]}..., not the seed's stream {expected[:8]}..., seed {scenario_seed}")
 
 
 def test_config_seed_and_worker_seed_both_count(curriculum_factory, require_capability, scenario_seed) -> None:
