@@ -28,10 +28,13 @@ held to its docstring over a grid of layouts and core counts.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import inspect
 import math
+import os
+import signal
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -599,6 +602,55 @@ def test_an_argument_accepts_its_domain_and_refuses_the_rest_by_name(what, build
             if isinstance(value, _Live):
                 built.close()
         pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
+
+
+def _child_processes() -> set[int]:
+    """The pids of this process's children (zombies included)."""
+    children = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat_file:
+                    fields = stat_file.read().rsplit(b")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == os.getpid():
+                children.add(int(entry))
+    return children
+
+
+#: A value outside each keyword option's domain, for a Multiprocessing vector of 2 workers.
+_REFUSED_VECTOR_OPTIONS: dict[str, tuple[Any, ...]] = {
+    "num_envs": (0,), "seed": (-1,), "stats_interval": (0,), "worker_timeout": NOT_TIMEOUTS, "score_fn": ("mean",),
+    "zero_copy": (1,), "overwork": (1,), "tracking": ("Shared",), "num_workers": (3,), "batch_size": (3,),
+}
+
+
+@pytest.mark.parametrize("option", list(_REFUSED_VECTOR_OPTIONS))
+def test_a_vector_refused_by_an_argument_starts_no_worker(option: str) -> None:
+    """`make_curriculum_vecenv` checks every argument before any worker process starts: a
+    refused one leaves no process behind (a worker started before the refusal outlives it
+    and, not a daemon, keeps the trainer's interpreter from exiting)."""
+    options = {"num_envs": 2, "num_workers": 2, "overwork": True, "tracking": "centralized"}
+    left = []
+    for value in _REFUSED_VECTOR_OPTIONS[option]:
+        before = _child_processes()
+        curriculum = Curriculum(_curriculum(algorithm=UniformConfig()))
+        try:
+            with pytest.raises(CurriculumConfigError):
+                make_curriculum_vecenv(_exact_env, curriculum, backend="Multiprocessing", **{**options, option: value})
+        finally:
+            curriculum.close()
+        started = _child_processes() - before
+        if started:
+            left.append((value, sorted(started)))
+            for pid in started:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(OSError):
+                    os.waitpid(pid, 0)
+    assert not left, (f"make_curriculum_vecenv(backend='Multiprocessing', {option}=...) refused the value, but "
+                      f"left worker processes running (value, pids): {left}")
 
 
 # each entry point and the suffix its rows of OPTIONS and ARGUMENTS carry
