@@ -990,6 +990,50 @@ def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backen
     assert wrong == [], f"{backend}: calls after close(): {wrong}"
 
 
+class _StoreUnavailable(RuntimeError):
+    """What a curriculum's update raised once (a store it writes to was unavailable)."""
+
+
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_a_vector_whose_recording_failed_resets_and_runs_on(backend) -> None:
+    """Centralized tracking records completions in the trainer's process, as `recv()` hands a
+    batch on; when the curriculum's update raises there, the step raises that error, and the
+    `reset()` a trainer then calls must go through (the batch's workers answered; nothing is
+    left to wait for) and the run after it record every episode its envs end."""
+    episodes = SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.5}, label="two steps")
+    curriculum = Curriculum(_curriculum(task_generator=episodes, algorithm=UniformConfig()))
+    update, calls = curriculum.update_task_performance, []
+
+    def update_failing_once(task_id: int, score: float) -> Any:
+        calls.append(task_id)
+        if len(calls) == 3:
+            raise _StoreUnavailable("the curriculum's store was unavailable")
+        return update(task_id, score)
+
+    curriculum.update_task_performance = update_failing_once
+    vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2, tracking="centralized",
+                                    **({"num_workers": 2, "overwork": True, "worker_timeout": _REFUSED_CALL_TIMEOUT}
+                                       if backend == "Multiprocessing" else {}))
+    try:
+        actions = np.zeros(vecenv.action_space.shape, dtype=vecenv.action_space.dtype)
+        vecenv.reset(seed=0)
+        with pytest.raises(_StoreUnavailable):
+            for _ in range(4):
+                vecenv.step(actions)
+        vecenv.reset(seed=1)
+        before, ended = int(curriculum.tracker.completions.sum()), 0
+        for _ in range(20):
+            _, _, terminals, truncations, _ = vecenv.step(actions)
+            ended += int(np.logical_or(terminals, truncations).sum())
+        recorded = int(curriculum.tracker.completions.sum()) - before
+    finally:
+        vecenv.close()
+        curriculum.close()
+    assert recorded == ended > 0, (
+        f"{backend}/centralized: after a step whose recording raised and a reset, the curriculum recorded "
+        f"{recorded} episodes of the {ended} the envs ended in 20 steps")
+
+
 #: what a PufferEnv offers a vector or trainer, which the wrapper hands through unchanged
 _PUFFER_ATTRIBUTES = ("single_observation_space", "single_action_space", "observation_space", "action_space",
                       "num_agents", *BUFFER_NAMES, "agent_ids")
