@@ -727,6 +727,10 @@ class WorkerFailureLimits:
     deadline: float = 15.0
     """Seconds after the fault by which `WorkerProcessError` must have been raised (a dead
     worker is seen within `WORKER_CHECK_PERIOD`, a frozen one within `worker_timeout`)."""
+    dead_worker_seen: float = 3.0
+    """Seconds after a kill by which the error must have come when `worker_timeout` is the
+    (much longer) `deadline`: a dead worker is seen within `WORKER_CHECK_PERIOD` (0.05 s)
+    whatever the timeout a frozen one gets."""
     stop_grace: float = 0.5
     """Seconds `close()` gives workers to obey SIGTERM before it kills them, in the check of an
     env that ignores it (the library's 2 s, shortened to keep the gate quick)."""

@@ -9,7 +9,8 @@ just stops making progress.
 pufferlib Multiprocessing, four envs on two worker processes sharing one curriculum, or on
 four stepped in asynchronous batches of two (a batch is a block of two workers, one of which
 may have answered while the other is dead; or any two workers that are done, so the survivors
-keep every batch ready and nothing ever waits on the dead one): after some steps one worker is killed (SIGKILL),
+keep every batch ready and nothing ever waits on the dead one): after some steps one worker is killed (SIGKILL;
+also under a long `worker_timeout`, which must not delay seeing a dead worker),
 exits cleanly (code 0) or is frozen (SIGSTOP, with `worker_timeout`), also at the worst moment: after it flagged a
 step's infos and before they reached its pipe, the read that would wait for good. The
 next steps (or, after a kill, a `reset()` and the steps after it) must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
@@ -142,9 +143,10 @@ STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 #: a reset, which must not wait for the steps still running on a dead worker either;
 #: "stopped_sending": stopped in its next step, with its infos flagged and not sent; "exited": ended
 #: cleanly (exit code 0) in its next step, which is no less dead; "killed_gone": killed and gone
-#: before the trainer's next call (the trainer paused meanwhile)
+#: before the trainer's next call (the trainer paused meanwhile); "killed_under_timeout": killed while the
+#: vector has a `worker_timeout` far longer than the time a dead worker may go unseen
 FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), ("killed", "reset"),
-          ("exited", "step")]
+          ("exited", "step"), ("killed_under_timeout", "step")]
 
 
 #: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker,
@@ -160,7 +162,8 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
-    options = {"worker_timeout": LIMITS.worker_timeout} if fault.startswith("stopped") else {}
+    options = {"worker_timeout": LIMITS.worker_timeout} if fault.startswith("stopped") else \
+        {"worker_timeout": LIMITS.deadline} if fault == "killed_under_timeout" else {}
     vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared", overwork=True,
                                     seed=scenario_seed, **{"num_envs": LIMITS.num_envs, **LAYOUTS[layout], **options})
     if layout == "async-any":
@@ -194,12 +197,16 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"{steps_after} steps, got {error!r}, seed {scenario_seed}")
         waited = after["at"] - struck
         assert waited <= LIMITS.deadline, f"the error came {waited:.1f} s after the fault, seed {scenario_seed}"
+        assert fault != "killed_under_timeout" or waited <= LIMITS.dead_worker_seen, (
+            f"worker {victim} killed with worker_timeout={LIMITS.deadline}: the error came {waited:.1f} s after the "
+            f"kill; a dead worker must be seen within {LIMITS.dead_worker_seen} s whatever the timeout for a "
+            f"frozen one, seed {scenario_seed}")
         for process in processes:
             process.join(timeout=LIMITS.deadline)
         alive = [p.pid for p in processes if p.exitcode is None]
         assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
         ends = {i: p.exitcode for i, p in enumerate(processes)
-                if not (fault in ("killed", "killed_gone", "exited") and i == victim)}
+                if not (fault in ("killed", "killed_gone", "killed_under_timeout", "exited") and i == victim)}
         killed = {i: code for i, code in ends.items() if code != -signal.SIGTERM}
         assert not killed, (
             f"worker {victim} {fault}: workers {sorted(killed)} ended with exit codes {killed}, not by SIGTERM (a "
