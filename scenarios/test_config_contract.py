@@ -1147,6 +1147,36 @@ def test_a_vector_hands_pufferlibs_vector_through_unchanged(tracking) -> None:
     assert not differ, f"{tracking} tracking: the vector reports other than pufferlib's vector for {differ}"
 
 
+class _TrainingLoopFailed(RuntimeError):
+    """What a training loop raised inside a vector's `with` block."""
+
+
+@pytest.mark.parametrize("tracking", ["shared", "centralized"])
+def test_a_with_block_left_by_an_error_closes_the_vector(tracking) -> None:
+    """`with make_curriculum_vecenv(...) as vecenv:` closes the vector however the block ends:
+    a training loop that raises inside it (a NaN loss, an interrupt the caller handles) must not
+    leave it open with its worker processes running."""
+    curriculum = Curriculum(_curriculum(task_generator=SingleTaskGenerator({"episode_length": 2}),
+                                        algorithm=UniformConfig()), shared_memory=tracking == "shared")
+    left = []
+    try:
+        for backend, options in (("Serial", {}), ("Multiprocessing", {"num_workers": 2})):
+            with contextlib.suppress(_TrainingLoopFailed):
+                with make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2, tracking=tracking,
+                                            **options) as vecenv:
+                    processes = list(getattr(vecenv.vecenv, "processes", ()))
+                    vecenv.reset(seed=0)
+                    vecenv.step(np.zeros(vecenv.action_space.shape, dtype=vecenv.action_space.dtype))
+                    raise _TrainingLoopFailed("the loss is NaN")
+            running = [p.pid for p in processes if p.exitcode is None]
+            if not vecenv.closed or running:
+                left.append(f"{backend}: closed={vecenv.closed}, workers still running {running}")
+                vecenv.close()
+    finally:
+        curriculum.close()
+    assert not left, f"{tracking} tracking: a with block left by an error left the vector open: {left}"
+
+
 def test_a_shared_curriculum_dropped_without_close_is_collected_with_its_memory() -> None:
     """A shared curriculum, and a handle attached to it, that the caller drops without
     `close()` (a notebook cell run again, a run of a sweep) are collected: nothing of the library
