@@ -1151,30 +1151,42 @@ class _TrainingLoopFailed(RuntimeError):
     """What a training loop raised inside a vector's `with` block."""
 
 
+#: What a `with` block around a vector may raise: the training loop's own error, the library's
+#: (a worker died mid-block), an interrupt.
+_RAISED_IN_WITH_BLOCK = (_TrainingLoopFailed("the loss is NaN"),
+                         WorkerProcessError("worker 1 was killed by SIGKILL during its step"), KeyboardInterrupt())
+
+
 @pytest.mark.parametrize("tracking", ["shared", "centralized"])
 def test_a_with_block_left_by_an_error_closes_the_vector(tracking) -> None:
-    """`with make_curriculum_vecenv(...) as vecenv:` closes the vector however the block ends:
-    a training loop that raises inside it (a NaN loss, an interrupt the caller handles) must not
-    leave it open with its worker processes running."""
+    """`with make_curriculum_vecenv(...) as vecenv:` closes the vector however the block ends,
+    and hands on whatever the block raised: a training loop that raises inside it (a NaN loss,
+    a worker that died, an interrupt) must neither leave the vector open with its worker
+    processes running nor end the block as if nothing happened."""
     curriculum = Curriculum(_curriculum(task_generator=SingleTaskGenerator({"episode_length": 2}),
                                         algorithm=UniformConfig()), shared_memory=tracking == "shared")
     left = []
     try:
         for backend, options in (("Serial", {}), ("Multiprocessing", {"num_workers": 2})):
-            with contextlib.suppress(_TrainingLoopFailed):
-                with make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2, tracking=tracking,
-                                            **options) as vecenv:
-                    processes = list(getattr(vecenv.vecenv, "processes", ()))
-                    vecenv.reset(seed=0)
-                    vecenv.step(np.zeros(vecenv.action_space.shape, dtype=vecenv.action_space.dtype))
-                    raise _TrainingLoopFailed("the loss is NaN")
-            running = [p.pid for p in processes if p.exitcode is None]
-            if not vecenv.closed or running:
-                left.append(f"{backend}: closed={vecenv.closed}, workers still running {running}")
-                vecenv.close()
+            for error in _RAISED_IN_WITH_BLOCK:
+                handed_on = False
+                try:
+                    with make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2,
+                                                tracking=tracking, **options) as vecenv:
+                        processes = list(getattr(vecenv.vecenv, "processes", ()))
+                        vecenv.reset(seed=0)
+                        vecenv.step(np.zeros(vecenv.action_space.shape, dtype=vecenv.action_space.dtype))
+                        raise error
+                except type(error) as raised:
+                    handed_on = raised is error
+                running = [p.pid for p in processes if p.exitcode is None]
+                if not vecenv.closed or running or not handed_on:
+                    left.append(f"{backend}, {type(error).__name__} raised in the block: closed={vecenv.closed}, "
+                                f"workers still running {running}, the error handed on: {handed_on}")
+                    vecenv.close()
     finally:
         curriculum.close()
-    assert not left, f"{tracking} tracking: a with block left by an error left the vector open: {left}"
+    assert not left, f"{tracking} tracking: with blocks left by an error: {left}"
 
 
 def test_a_shared_curriculum_dropped_without_close_is_collected_with_its_memory() -> None:
