@@ -72,7 +72,8 @@ _GRID = GeneratorSpec(
 )
 _INT_RANGE = GeneratorSpec(base={"kind": "ints"}, buckets={"level": ValueRange(-3, 4)}, label="ints")
 _FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2], "physics.gravity.scale": [0.5, 2],
-                                      "friction": ValueRange(0.0, 1.0)},  # (whole-number ends, float all the same)
+                                      "friction": ValueRange(0.0, 1.0),  # (whole-number ends, float all the same)
+                                      "jitter": ValueRange(0, 0.5), "scale": ValueRange(0.25, 3)},  # (one int end)
                              label="floats")  # a dotted key whose parents the (empty) base lacks
 _VALUE_LABELLED = GeneratorSpec(  # no label of its own: a task's label is its values' labels alone
     base={"arena": {"size": 0, "walls": True}}, buckets={"arena.size": [8, 16], "team": ["red", "blue", "green"]},
@@ -88,6 +89,11 @@ _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}}, l
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
 # (the child of weight 0 between two others: every child after it keeps its own share)
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_NEVER, 0.0), (_INT_RANGE, 1.0), (_FLOAT_RANGE, 2)))
+# children that share labels (a difficulty label reused across task families): the set lists each once
+_SHARED_LABELS = GeneratorSpec(children=(
+    (_INT_RANGE, 1.0), (GeneratorSpec(base={"kind": "more ints"}, buckets={"level": ValueRange(0, 9)}, label="ints"), 2.0),
+    (GeneratorSpec(base={"kind": "sizes"}, buckets={"size": [8, 16]}, value_labels={"size": {8: "ints", 16: "big"}}),
+     1.0)))
 
 
 def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
@@ -103,7 +109,7 @@ def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
 REFERENCE_GENERATORS: dict[str, GeneratorSpec] = {
     "grid": _GRID, "value_labelled": _VALUE_LABELLED, "value_labels_reordered": _VALUE_LABELLED_REORDERED,
     "int_range": _INT_RANGE, "float_range": _FLOAT_RANGE,
-    "single": _SINGLE, "weighted": _WEIGHTED,
+    "single": _SINGLE, "weighted": _WEIGHTED, "weighted_shared_labels": _SHARED_LABELS,
 }
 """The generators the gate checks, by name."""
 
@@ -292,18 +298,19 @@ def check_generator(spec: GeneratorSpec, make: Callable[[int], TaskGenerator], *
         tasks.append((kept, label))
     if problems:
         return problems
+    listed = tuple(getattr(generator, "labels", ()))
+    drawn = {label for _, label in tasks}
+    # (a weighted set also lists the labels of a child of weight 0)
+    if not (drawn <= set(listed) if spec.children else drawn == set(listed)) or len(set(listed)) != len(listed):
+        problems.append(f"labels drawn {sorted(drawn)} but the generator's `labels` are {list(listed)} (each label "
+                        f"it can produce, once)")
     if spec.children:
         return problems + _check_weighted(spec, tasks, ids)
     for task_id, (cfg, label) in zip(ids, tasks):
         problem = _task_problem(spec, cfg, label)
         if problem:
             return [f"task {task_id}: {problem}"]
-    problems += _shares(spec, tasks, f"{len(tasks)} tasks")
-    labels = set(getattr(generator, "labels", ()))
-    drawn = {label for _, label in tasks}
-    if drawn != labels:
-        problems.append(f"labels drawn {sorted(drawn)} but the generator's `labels` are {sorted(labels)}")
-    return problems
+    return problems + _shares(spec, tasks, f"{len(tasks)} tasks")
 
 
 def _check_weighted(spec: GeneratorSpec, tasks: list[tuple[Any, Any]], ids: Sequence[int]) -> list[str]:

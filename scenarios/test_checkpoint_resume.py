@@ -472,6 +472,10 @@ def _changed_configs(config: CurriculumConfig) -> tuple[dict[str, CurriculumConf
         for name, other in (("algorithm.stages[:-1]", stages[:-1]), ("algorithm.stages+1", [*stages, extra]),
                             ("algorithm.stages reversed", stages[::-1])):
             changed[name] = dataclasses.replace(config, algorithm=dataclasses.replace(config.algorithm, stages=other))
+    if stages:  # a stage renamed (its tasks the same: the run would report names it never defined)
+        renamed = [dataclasses.replace(stages[0], name=f"{stages[0].name}_renamed"), *stages[1:]]
+        changed["algorithm.stages renamed"] = dataclasses.replace(
+            config, algorithm=dataclasses.replace(config.algorithm, stages=renamed))
     for index, stage in enumerate(getattr(config.algorithm, "stages", ())):  # each stage's generator too
         tasks = [stage.task_generator.generate(i) for i in range(LIMITS.generator_probe_ids)]
         path = f"algorithm.stages[{index}].task_generator"
@@ -888,7 +892,7 @@ def _field(config: CurriculumConfig, name: str) -> Any:
     index = name.removeprefix("algorithm.stages[").split("]")[0]
     if name.startswith("algorithm.stages[") and index.isdigit():  # a stage's generator
         return config.algorithm.stages[int(index)].task_generator.describe()
-    if name.startswith("algorithm.stages"):  # fewer, more or reordered stages: their names
+    if name.startswith("algorithm.stages"):  # fewer, more, reordered or renamed stages: their names
         return [stage.name for stage in config.algorithm.stages]
     owner, _, attribute = name.rpartition(".")
     return getattr(config.algorithm if owner else config, attribute)
