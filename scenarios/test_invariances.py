@@ -100,13 +100,15 @@ class _Run:
             if resume is not None and episode % LIMITS.resume_every == 0:
                 curriculum = resume(curriculum)
             task = curriculum.get_task()
+            if reader is not None:
+                reader(curriculum, in_flight=True)
             reward = _quantised(space.simulator.sample_task(space.task_index(task.env_cfg)))
             curriculum.update_task_performance(task.task_id, score(reward))
             self.ids.append(task.task_id)
             if stale is not None:
                 self.late += stale(curriculum, self.ids)
             if reader is not None:
-                reader(curriculum)
+                reader(curriculum, in_flight=False)
             if episode % LIMITS.stats_every == 0:
                 self.trace.append((episode, curriculum.stats()))
         self.stats = curriculum.stats()
@@ -374,15 +376,19 @@ def _scribble(value: Any) -> None:
 
 
 class _Reader:
-    """After every episode, reads `LIMITS.read_api` and overwrites what it got back; a
-    checkpoint (`get_state()`, the whole configuration memory) every `LIMITS.read_state_every`."""
+    """While every episode runs and after it, reads `LIMITS.read_api` and overwrites what it got
+    back; a checkpoint (`get_state()`, the whole configuration memory) every
+    `LIMITS.read_state_every` episodes after the episode, and as often halfway between, while
+    one runs (a trainer checkpoints with episodes in flight)."""
 
     def __init__(self) -> None:
         self.episodes = 0
 
-    def __call__(self, curriculum: Any) -> None:
-        self.episodes += 1
-        names = LIMITS.read_api + (("get_state",) if self.episodes % LIMITS.read_state_every == 0 else ())
+    def __call__(self, curriculum: Any, *, in_flight: bool) -> None:
+        self.episodes += not in_flight
+        every = LIMITS.read_state_every
+        checkpoint = (self.episodes + 1) % every == every // 2 if in_flight else self.episodes % every == 0
+        names = LIMITS.read_api + (("get_state",) if checkpoint else ())
         for name in names:
             read = getattr(curriculum, name, None)
             if callable(read):
@@ -391,7 +397,7 @@ class _Reader:
 
 @pytest.mark.parametrize("setup", ["churn", "staged"])
 def test_reading_changes_nothing(curriculum_factory, require_capability, scenario_seed, setup) -> None:
-    """The same run with a caller that, after every episode, reads the curriculum
+    """The same run with a caller that, while every episode runs and after it, reads the curriculum
     (`LIMITS.read_api`, and a checkpoint now and then) and overwrites every array, list and dict
     it got back hands out the same
     tasks and reports the same numbers: what a read returns is the caller's, never a live view
@@ -405,8 +411,9 @@ def test_reading_changes_nothing(curriculum_factory, require_capability, scenari
     reference = _Run(_build(curriculum_factory, make_config(space, scenario_seed), setup, require_capability), space)
     space = make_space(scenario_seed)
     run = _Run(curriculum_factory(make_config(space, scenario_seed)), space, reader=_Reader())
-    what = (f"{setup}, every read's result overwritten by the caller after every episode "
-            f"({', '.join(LIMITS.read_api)}; get_state every {LIMITS.read_state_every})")
+    what = (f"{setup}, every read's result overwritten by the caller during and after every episode "
+            f"({', '.join(LIMITS.read_api)}; get_state every {LIMITS.read_state_every} episodes, after one and while "
+            f"one runs)")
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
     differ = _trace_mismatches(reference, run)
     assert not differ, f"{what}: stats() differ from the run without the reads, seed {scenario_seed}: " + \
