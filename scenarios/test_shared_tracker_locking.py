@@ -1659,6 +1659,15 @@ def test_a_creator_killed_outright_leaves_no_block_behind(uses_builtin_curriculu
             os.unlink(path)
 
 
+def _open_descriptors() -> set[tuple[str, str]]:
+    """This process's open descriptors, each with what it refers to."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            out.add((fd, os.readlink(f"/proc/self/fd/{fd}")))
+    return out
+
+
 def _create_and_vanish(config: CurriculumConfig, conn) -> None:
     """Create a shared curriculum, wait for the word, and die without closing it (a crashed
     creator). Creating a tracker removes orphans, so every creator is made before any dies."""
@@ -1707,7 +1716,12 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
     for path in foreign[1:]:
         Path(path).write_bytes(b"")
     try:
+        descriptors = _open_descriptors()
         listed = remove_orphaned_segments(dry_run=True)
+        leaked = _open_descriptors() - descriptors
+        assert not leaked, (
+            f"a dry run of the cleanup left {len(leaked)} descriptor(s) open ({sorted(leaked)[:5]}): each keeps a "
+            f"probed block's memory alive even once it is removed, seed {scenario_seed}")
         assert alive not in listed and attached not in listed, (
             f"a dry run of the cleanup listed a tracker in use: {sorted(set(listed) & {alive, attached})} (the live "
             f"creator's {alive}, or {attached}, attached here), seed {scenario_seed}")
@@ -1715,7 +1729,11 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
         assert not os.path.exists(unused), (
             f"a new shared curriculum was created and {unused}, whose creator died and which nobody uses, is still "
             f"there (creating one must first remove the orphaned blocks), seed {scenario_seed}")
+        descriptors = _open_descriptors()
         removed = remove_orphaned_segments()
+        leaked = _open_descriptors() - descriptors
+        assert not leaked, (
+            f"the cleanup left {len(leaked)} descriptor(s) open ({sorted(leaked)[:5]}), seed {scenario_seed}")
         assert os.path.exists(alive) and os.path.exists(attached), (
             f"the cleanup removed a tracker in use: the live creator's {alive} exists={os.path.exists(alive)}, "
             f"{attached}, attached here, exists={os.path.exists(attached)}, seed {scenario_seed}")
