@@ -75,9 +75,22 @@ class _StopsWhileSendingInfos(ExactAccountingEnv):
             infos = [*infos, {"stops_when_pickled": _StopsWhenPickled()}]
         return observations, rewards, terminals, truncations, infos
 
+    def close(self) -> None:
+        self.closed = True
+        super().close()
+
+
+_TRAINER_PID = os.getpid()
+_MADE_BY_THE_TRAINER: list[_StopsWhileSendingInfos] = []
+"""The envs a vector made in the trainer's own process (pufferlib's driver env), which its
+`close()` must close too, after a worker failure as well."""
+
 
 def _env(buf=None, seed=0):
-    return _StopsWhileSendingInfos(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
+    env = _StopsWhileSendingInfos(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
+    if os.getpid() == _TRAINER_PID:
+        _MADE_BY_THE_TRAINER.append(env)
+    return env
 
 
 def _config(seed: int) -> CurriculumConfig:
@@ -162,6 +175,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
+    made_before = len(_MADE_BY_THE_TRAINER)
     options = {"worker_timeout": LIMITS.worker_timeout} if fault.startswith("stopped") else \
         {"worker_timeout": LIMITS.deadline} if fault == "killed_under_timeout" else {}
     vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared", overwork=True,
@@ -205,6 +219,11 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             process.join(timeout=LIMITS.deadline)
         alive = [p.pid for p in processes if p.exitcode is None]
         assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
+        left_open = [env for env in _MADE_BY_THE_TRAINER[made_before:] if not getattr(env, "closed", False)]
+        assert made_before < len(_MADE_BY_THE_TRAINER) and not left_open, (
+            f"worker {victim} {fault}: the vecenv failed and closed itself, but {len(left_open)} of the "
+            f"{len(_MADE_BY_THE_TRAINER) - made_before} env(s) it made in the trainer's process are still open, seed "
+            f"{scenario_seed}")
         ends = {i: p.exitcode for i, p in enumerate(processes)
                 if not (fault in ("killed", "killed_gone", "killed_under_timeout", "exited") and i == victim)}
         killed = {i: code for i, code in ends.items() if code != -signal.SIGTERM}
