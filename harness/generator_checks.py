@@ -334,32 +334,36 @@ def _check_weighted(spec: GeneratorSpec, tasks: list[tuple[Any, Any]], ids: Sequ
 _CHILD = """
 import importlib, json, sys
 from harness.generator_checks import REFERENCE_GENERATORS
-name, seed, ids, builder, path = json.loads(sys.stdin.read())
+names, seed, ids, builder, path = json.loads(sys.stdin.read())
 if path:
     sys.path.insert(0, path)
 module, function = builder.split(":")
-generator = getattr(importlib.import_module(module), function)(REFERENCE_GENERATORS[name], seed)
-print(json.dumps([generator.generate(i) for i in ids], sort_keys=True, default=repr))
+build = getattr(importlib.import_module(module), function)
+print(json.dumps([[build(REFERENCE_GENERATORS[name], seed).generate(i) for i in ids] for name in names],
+                 sort_keys=True, default=repr))
 """
 
 
-def same_in_another_process(name: str, seed: int, ids: Sequence[int], *, hash_seed: int,
+def same_in_another_process(names: str | Sequence[str], seed: int, ids: Sequence[int], *, hash_seed: int,
                             builder: str = "harness.generator_checks:build", path: str | None = None) -> list[str]:
     """Whether a fresh process (with its own string-hash seed) generates the same tasks as
-    this one, both building the generator with `builder(spec, seed)` ("module:function",
-    importable from `path` if given)."""
+    this one for each generator `names` names, both building them with `builder(spec, seed)`
+    ("module:function", importable from `path` if given)."""
+    names = [names] if isinstance(names, str) else list(names)
     module, function = builder.split(":")
     if path and path not in sys.path:
         sys.path.insert(0, path)
-    here = getattr(importlib.import_module(module), function)(REFERENCE_GENERATORS[name], seed)
-    expected = json.loads(json.dumps([here.generate(i) for i in ids], sort_keys=True, default=repr))
+    build_here = getattr(importlib.import_module(module), function)
+    expected = json.loads(json.dumps([[build_here(REFERENCE_GENERATORS[name], seed).generate(i) for i in ids]
+                                      for name in names], sort_keys=True, default=repr))
     env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
-    done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps([name, seed, list(ids), builder, path]),
+    done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps([names, seed, list(ids), builder, path]),
                           capture_output=True, text=True, env=env, check=False, timeout=120)
     if done.returncode:
         return [f"the other process failed: {done.stderr.strip()[-500:]}"]
-    there = json.loads(done.stdout)
-    for task_id, a, b in zip(ids, expected, there):
-        if a != b:
-            return [f"task {task_id}: this process generates {a!r}, another one (PYTHONHASHSEED={hash_seed}) {b!r}"]
+    for name, ours, theirs in zip(names, expected, json.loads(done.stdout)):
+        for task_id, a, b in zip(ids, ours, theirs):
+            if a != b:
+                return [f"{name} generator, task {task_id}: this process generates {a!r}, another one "
+                        f"(PYTHONHASHSEED={hash_seed}) {b!r}"]
     return []
