@@ -655,6 +655,9 @@ class InvarianceLimits:
     """What the reading relation calls after every episode (where the curriculum has it); it
     takes a checkpoint (`get_state()`) every `read_state_every` episodes."""
     read_state_every: int = 50
+    read_in_flight_every: int = 5
+    """Episodes between two reads the reading relation makes while an episode runs (the
+    checkpoints taken in flight among them)."""
     stats_every: int = 10
     """Episodes between two `stats()` compared with the reference run's (a pool of 32 holds
     tasks without completions for its first tens of episodes, and after a stage change)."""
