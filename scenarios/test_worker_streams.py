@@ -222,6 +222,17 @@ def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_c
             getattr(shared, "close", lambda: None)()
 
 
+def _reseeded_stream(curriculum_factory, require_capability, config: CurriculumConfig, seed: int) -> list[int]:
+    """The first `LIMITS.stream_draws` task ids of a curriculum of `config` reseeded with `seed`
+    (the curriculum closed and dropped after)."""
+    reference = curriculum_factory(config)
+    require_capability(callable(getattr(reference, "reseed", None)), "this curriculum has no reseed(seed)")
+    reference.reseed(seed)
+    stream = [reference.get_task().task_id for _ in range(LIMITS.stream_draws)]
+    getattr(reference, "close", lambda: None)()
+    return stream
+
+
 def test_every_new_curriculum_wrapped_with_a_seed_takes_it(curriculum_factory, require_capability,
                                                            scenario_seed) -> None:
     """A seed sweep in one process (a curriculum and its env built, run and dropped, then the
@@ -229,12 +240,8 @@ def test_every_new_curriculum_wrapped_with_a_seed_takes_it(curriculum_factory, r
     curriculum reseeded with s, whatever the process built and dropped before it (a new
     object may take a dropped one's address)."""
     config = stream_config(scenario_seed, UniformConfig())
-    reference = curriculum_factory(config)
-    require_capability(callable(getattr(reference, "reseed", None)), "this curriculum has no reseed(seed)")
     seed = LIMITS.stream_seeds[-1]
-    reference.reseed(seed)
-    expected = [reference.get_task().task_id for _ in range(LIMITS.stream_draws)]
-    del reference
+    expected = _reseeded_stream(curriculum_factory, require_capability, config, seed)
     differ = []
     for build in range(LIMITS.sweep_builds):
         gc.collect(1)  # (the young generations: where the dropped curriculum's cycles are)
@@ -276,12 +283,8 @@ def test_a_curriculum_that_cannot_be_hashed_or_weakly_referenced_still_takes_the
     curriculum in a registry (unhashable, not weak-referenceable): otherwise every worker of a
     user's own curriculum class draws its parent's stream."""
     config = stream_config(scenario_seed, UniformConfig())
-    reference = curriculum_factory(config)
-    require_capability(callable(getattr(reference, "reseed", None)), "this curriculum has no reseed(seed)")
     seed = LIMITS.stream_seeds[-1]
-    reference.reseed(seed)
-    expected = [reference.get_task().task_id for _ in range(LIMITS.stream_draws)]
-    getattr(reference, "close", lambda: None)()
+    expected = _reseeded_stream(curriculum_factory, require_capability, config, seed)
     curriculum = curriculum_factory(config)
     view = _Unhashable(curriculum)
     try:
