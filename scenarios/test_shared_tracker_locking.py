@@ -1279,16 +1279,19 @@ def test_a_section_that_fails_half_way_leaves_nothing_behind(uses_builtin_curric
         curriculum.close()
 
 
+def _open_descriptors() -> set[tuple[str, str]]:
+    """This process's open descriptors, each with what it refers to."""
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # (the descriptor listdir itself used, closed since)
+            out.add((fd, os.readlink(f"/proc/self/fd/{fd}")))
+    return out
+
+
 def _held_here(paths: set[str]) -> list[str]:
     """Descriptors and memory mappings of this process on any of `paths` (unlinked ones too)."""
-    held = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}").removesuffix(" (deleted)")
-        except OSError:  # the descriptor listdir itself used, closed since
-            continue
-        if target in paths:
-            held.append(f"fd {fd} -> {target}")
+    held = [f"fd {fd} -> {path}" for fd, link in sorted(_open_descriptors())
+            if (path := link.removesuffix(" (deleted)")) in paths]
     with open("/proc/self/maps") as maps:
         held += [f"mapping {line.split()[-1]}" for line in maps
                  if line.split()[-1:] and line.split()[-1] in paths]
@@ -1657,15 +1660,6 @@ def test_a_creator_killed_outright_leaves_no_block_behind(uses_builtin_curriculu
             attached.close()
         if path is not None and os.path.exists(path):
             os.unlink(path)
-
-
-def _open_descriptors() -> set[tuple[str, str]]:
-    """This process's open descriptors, each with what it refers to."""
-    out = set()
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):
-            out.add((fd, os.readlink(f"/proc/self/fd/{fd}")))
-    return out
 
 
 def _create_and_vanish(config: CurriculumConfig, conn) -> None:
