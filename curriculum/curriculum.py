@@ -402,10 +402,12 @@ class Curriculum:
     def active_tasks(self) -> list[CurriculumTask]:
         """Every task in the pool now (builds the ones never handed out)."""
         self._check_open("active_tasks")
+        if self._tracker.backend.is_shared:  # (each slot's committed id)
+            task_ids = [self._task_id_at(slot) for slot in range(self._capacity)]
+        else:
+            task_ids = self._tracker.task_ids.tolist()
         tasks = []
-        for slot in range(self._capacity):
-            task_id = self._task_id_at(slot)
-            task = self._tasks[slot]
+        for slot, (task_id, task) in enumerate(zip(task_ids, self._tasks)):
             if task is None or task.task_id != task_id:
                 task = self._make_task(slot, task_id)
             tasks.append(task)

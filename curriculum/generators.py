@@ -28,6 +28,20 @@ __all__ = [
 
 _SEED_MIX = 0x9E3779B97F4A7C15
 _IMMUTABLE = (int, float, str, bool, type(None))
+_PLAIN_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
+def _fresh_copy(value: Any) -> Any:
+    """A deep copy of a config value: plain dicts, lists and scalars copied directly (what a
+    config is made of, several times faster than `copy.deepcopy`), anything else deep-copied."""
+    kind = type(value)
+    if kind in _PLAIN_SCALARS:
+        return value
+    if kind is dict:
+        return {key: _fresh_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [_fresh_copy(item) for item in value]
+    return copy.deepcopy(value)
 
 
 def _task_rng(seed: int, task_id: int) -> random.Random:
@@ -85,7 +99,7 @@ class SingleTaskGenerator(TaskGenerator):
         self.label = label if label is not None else str(env_cfg.get("label", "default"))
 
     def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
-        return copy.deepcopy(self.env_cfg), self.label
+        return _fresh_copy(self.env_cfg), self.label
 
     def describe(self) -> dict[str, Any]:
         return {"type": "single", "env_cfg": repr(sorted(self.env_cfg.items())), "label": self.label}
@@ -231,12 +245,12 @@ class BucketedTaskGenerator(TaskGenerator):
 
     def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
         rng = _task_rng(self.seed, task_id)
-        cfg = copy.deepcopy(self.base_cfg)
+        cfg = _fresh_copy(self.base_cfg)
         parts = [self.label] if self.label else []
         for key, values in self.buckets.items():
             value = values.draw(rng) if isinstance(values, ValueRange) else values[rng.randrange(len(values))]
             if not isinstance(value, _IMMUTABLE):  # a list value: the task's own, as the base config is
-                value = copy.deepcopy(value)
+                value = _fresh_copy(value)
             _set_path(cfg, key, value)
             names = self.value_labels.get(key)
             if names is not None:

@@ -13,6 +13,7 @@ the other seeds run without it, because the oracle costs about 4x the run.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -276,20 +277,22 @@ def eviction_health(factory: CurriculumFactory, *, seed: int, oracle: Any = None
     curriculum = _watch(factory(config), oracle)
     run = EvictionRun()
     eligible_after = config.min_presentations - 1  # counted before the call that brings the last completion
+    done: Counter = Counter()  # completions handed to each task in the pool (the harness's own count)
 
-    def look() -> dict[Any, tuple[int, float]]:
+    def look() -> dict[Any, float]:
         pool = curriculum.active_tasks()
         run.pool_sizes.add(len(pool))
-        return {t.task_id: (t.num_completions, s) for t, s in zip(pool, curriculum.task_scores().tolist())}
+        return dict(zip([t.task_id for t in pool], curriculum.task_scores().tolist()))
 
-    def record_departures(before: dict[Any, tuple[int, float]], after: dict[Any, tuple[int, float]],
-                          completed: Any) -> None:
-        for task_id in set(before) - set(after):
-            completions, score = before[task_id]
-            completions += task_id == completed  # its last completion landed in this call
-            eligible = [s for c, s in before.values() if c >= eligible_after]
+    def record_departures(before: dict[Any, float], after: dict[Any, float], completed: Any) -> None:
+        departed = set(before) - set(after)
+        if not departed:
+            return
+        eligible = [s for task_id, s in before.items() if done[task_id] >= eligible_after]
+        for task_id in departed:
+            score = before[task_id]
             run.ranks.append(float(np.mean([s < score for s in eligible])) if eligible else 0.0)
-            run.completions.append(completions)
+            run.completions.append(done.pop(task_id) + (task_id == completed))  # its last completion landed in this call
 
     pool = look()
     for _ in range(limits.episodes):
@@ -300,6 +303,8 @@ def eviction_health(factory: CurriculumFactory, *, seed: int, oracle: Any = None
         curriculum.update_task_performance(task.task_id, reward)
         pool = look()
         record_departures(drawn, pool, task.task_id)
+        if task.task_id in pool:
+            done[task.task_id] += 1
     return run
 
 

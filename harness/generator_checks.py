@@ -22,7 +22,6 @@ binomial standard deviations (a false alarm about once in 10^9 cells).
 
 from __future__ import annotations
 
-import copy
 import importlib
 import json
 import math
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from curriculum import BucketedTaskGenerator, SingleTaskGenerator, TaskGenerator, ValueRange, WeightedTaskSetGenerator
+from harness.copies import plain_copy
 
 __all__ = ["GeneratorSpec", "REFERENCE_GENERATORS", "check_generator", "same_in_another_process", "Z"]
 
@@ -128,7 +128,7 @@ _MISSING = object()
 
 def _without(cfg: Mapping[str, Any], keys: Sequence[str]) -> dict[str, Any]:
     """`cfg` with the bucket keys' values blanked (what must equal the base config)."""
-    out = copy.deepcopy(dict(cfg))
+    out = plain_copy(dict(cfg))
     for dotted in keys:
         node = out
         *parents, last = dotted.split(".")
@@ -209,7 +209,7 @@ def _blank_base(spec: GeneratorSpec) -> dict[str, Any]:
     cached = _BLANK_BASES.get(id(spec))
     if cached is not None and cached[0] is spec:
         return cached[1]
-    blank = copy.deepcopy(dict(spec.base))
+    blank = plain_copy(dict(spec.base))
     for dotted in spec.buckets:
         node = blank
         *parents, last = dotted.split(".")
@@ -278,7 +278,7 @@ def check_generator(spec: GeneratorSpec, make: Callable[[int], TaskGenerator], *
     tasks = []
     for task_id in ids:
         cfg, label = generator.generate(task_id)
-        kept = copy.deepcopy(cfg)
+        kept = plain_copy(cfg)
         if isinstance(cfg, dict):  # a caller that changes its task must not change the next one
             cfg["changed"] = True
             for value in cfg.values():

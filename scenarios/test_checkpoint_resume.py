@@ -39,6 +39,7 @@ from curriculum.algorithms.staged import STAGE_COUNTERS
 from curriculum.config import MAX_COUNT
 from curriculum.curriculum import MAX_TASK_ID
 from curriculum.tracker import COUNTERS
+from harness.copies import plain_copy
 from harness.episodes import LabelledTaskGenerator
 from harness.protocol import missing_capabilities
 from harness.task_spaces import impossible_task_space
@@ -666,7 +667,7 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
         edits += _statistics_out_of_range(arrays, algorithm)
     altered = []
     for name, index, value in edits:
-        changed = copy.deepcopy(state)
+        changed = plain_copy(state)
         if index is None:
             changed[name] = value
             where = f"{name}={value!r} (saved {state[name]!r})"
@@ -675,7 +676,7 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
             holder[name][index] = value
             where = f"{name}[{index}]={value!r} (saved {(arrays if name in arrays else state)[name][index]!r})"
         altered.append((where, changed))
-    changed = copy.deepcopy(state)  # a distribution that still sums to 1, with a negative chance in it
+    changed = plain_copy(state)  # a distribution that still sums to 1, with a negative chance in it
     chances = changed["probabilities"]
     chances[1] += chances[0] + 0.5
     chances[0] = -0.5
@@ -684,24 +685,24 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
     low, high = config.score_range
     played = next(slot for slot, count in enumerate(arrays["completions"]) if count > 0)
     for last in (high + (high - low), low - (high - low)):  # a last score outside the score range
-        changed = copy.deepcopy(state)
+        changed = plain_copy(state)
         changed["arrays"]["last_score"][played] = last
         altered.append((f"last_score[{played}]={last!r}, score range {config.score_range}", changed))
     for kept, cleared in (("score_sum", "last_score"), ("last_score", "score_sum")):  # a score without a completion
-        changed = copy.deepcopy(state)
+        changed = plain_copy(state)
         changed["arrays"]["completions"][0] = 0
         changed["arrays"][kept][0], changed["arrays"][cleared][0] = (low + high) / 2 or high, 0.0
         altered.append((f"slot 0 never played (0 completions) holding only a {kept}", changed))
     for *keys, bits in (("state", "state", 128), ("state", "inc", 128), ("has_uint32", 1), ("uinteger", 32)):
         for value in (2 ** bits, -1):  # a number of the random state one past its width, or below 0
-            changed = copy.deepcopy(state)
+            changed = plain_copy(state)
             holder = changed["rng"]
             for key in keys[:-1]:
                 holder = holder[key]
             holder[keys[-1]] = value
             altered.append((f"rng{keys}={value} (a {bits}-bit number)", changed))
     if isinstance(algorithm, StagedProgressionConfig) and len(algorithm.stages) >= 3:  # every change moves one stage
-        changed = copy.deepcopy(state)
+        changed = plain_copy(state)
         counters = changed["arrays"]["stage_counters"]
         counters[STAGE_COUNTERS.index("stage")], counters[STAGE_COUNTERS.index("stage_changes")] = 2, 0
         altered.append(("stage_counters: stage 2 after 0 stage changes", changed))
@@ -742,7 +743,7 @@ def _with_a_remembered_configuration(state: dict[str, Any]) -> dict[str, Any]:
     keys = arrays.get("lp_memory_keys")
     if keys is None or any(keys):
         return state
-    changed = copy.deepcopy(state)
+    changed = plain_copy(state)
     key, width = arrays["lp_key"][0], len(STATE_FIELDS)
     at = key % len(keys)
     changed["arrays"]["lp_memory_keys"][at] = key
@@ -755,7 +756,7 @@ def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
     not a dict, another format, a key missing or added, an array missing or added, an array
     one entry short or long, an entry nested in a list."""
     altered: list[tuple[str, Any]] = [("the checkpoint as a list of its items", list(state.items()))]
-    changed = copy.deepcopy(state)
+    changed = plain_copy(state)
     changed["format"] = f"{state['format']}-older"
     altered.append((f"format {changed['format']!r}", changed))
     for key in state:
@@ -763,22 +764,22 @@ def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
     altered.append(("an unknown key", {**state, "comment": "edited by hand"}))
     arrays = state["arrays"]
     for name in arrays:
-        changed = copy.deepcopy(state)
+        changed = plain_copy(state)
         del changed["arrays"][name]
         altered.append((f"array {name!r} missing", changed))
         for where, values in ((f"array {name!r} one entry short", arrays[name][:-1]),
                               (f"array {name!r} one entry long", arrays[name] + arrays[name][-1:]),
                               (f"array {name!r} with its first entry in a list", [arrays[name][:1]] + arrays[name][1:])):
-            changed = copy.deepcopy(state)
+            changed = plain_copy(state)
             changed["arrays"][name] = values
             altered.append((where, changed))
-    changed = copy.deepcopy(state)
+    changed = plain_copy(state)
     changed["arrays"]["extra"] = [0]
     altered.append(("an unknown array", changed))
     for path in _nested_dicts(state):  # (the random state's, ...): each key missing, an unknown one added
         holder = _at(state, path)
         for key in [*holder, None]:
-            changed = copy.deepcopy(state)
+            changed = plain_copy(state)
             inner = _at(changed, path)
             if key is None:
                 inner["comment"] = "edited by hand"

@@ -18,7 +18,6 @@ a little changes no share a statistical check could see, and every number on the
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import random
@@ -33,6 +32,7 @@ from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, Lea
                         gini_coefficient, normalized_entropy)
 from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, STATE_FIELDS, id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
+from harness.copies import plain_copy
 from harness.envs import TaskDependencyEnv
 from harness.lp_reference import (label_with_home, read_state, reference_eviction, reference_eviction_candidates,
                                    reference_learning_progress, reference_pool_counts, reference_probabilities,
@@ -659,7 +659,7 @@ def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, requ
             curriculum.update_task_performance(task.task_id, _rules_student(task, practice, rng))
         played = curriculum.get_state()
         for trial in range(LIMITS.random_states):
-            state = copy.deepcopy(played)
+            state = plain_copy(played)
             calm = bool(rng.random() < 0.5)
             state["arrays"]["lp_state"] = [value for _ in range(tracker.capacity) for value in _random_statistics(
                 rng, algorithm, algorithm.min_samples_for_lp, calm)]
