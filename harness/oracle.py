@@ -243,6 +243,8 @@ class _StagedReference:
     (advancing at `>=`, regressing below)."""
     inexact: bool = False
     """A score since the stage began is not a small multiple of `_EXACT_UNIT`."""
+    adopted: int = 0
+    """Stage changes decided elsewhere: a broadcast stage adopted sets the count of changes."""
     score_range: tuple[float, float] | None = None
     """The built-in curriculum's: its rule is exact (module docstring of
     `curriculum.algorithms.staged`: a stage moves on the window's scores, normalised by this
@@ -292,8 +294,13 @@ class _StagedReference:
         self.scores.clear()
         self.inexact = False
 
+    def adopt(self, stage: int, stage_changes: int) -> None:
+        """A stage broadcast by the main curriculum: entered afresh, as the main entered it."""
+        self._move(stage - self.stage)
+        self.adopted = stage_changes - self.advancements - self.regressions
+
     def stats(self) -> dict[str, float]:
-        return {"stage": self.stage, "stage_changes": self.advancements + self.regressions,
+        return {"stage": self.stage, "stage_changes": self.adopted + self.advancements + self.regressions,
                 "stage_episodes": self.episodes, "advancements": self.advancements, "regressions": self.regressions,
                 "stage_window_mean": sum(self.scores) / len(self.scores) if self.scores else 0.0}
 
@@ -823,6 +830,16 @@ class WatchedCurriculum:
         # the protocol: False for a late completion, anything else when credited; every other
         # credited one comes back as None, so code that takes a falsy answer for late shows
         return None if not late and self.total % 2 else result
+
+    def apply_sync_state(self, sync: Any) -> Any:
+        """Adopt a broadcast stage: the staged rule replayed enters it afresh; the pool the
+        stage change brings is new tasks, not evictions."""
+        stage_before = self.inner.stage if self.staged is not None else None
+        changed = self.inner.apply_sync_state(sync)
+        if changed and self.staged is not None:
+            self.staged.adopt(int(sync["stage"]), int(sync["stage_changes"]))
+        self._observe_pool(f"after adopting the broadcast stage {sync}", stage_before=None if changed else stage_before)
+        return changed
 
     def stats(self) -> Any:
         reported = self.inner.stats()

@@ -356,6 +356,26 @@ class CurriculumMachine(RuleBasedStateMachine):
         self.issued.update(resumed)
         self.curriculum.resume(restored)  # the oracle watches on: the restored curriculum is the same one
 
+    def follows_broadcasts(self) -> bool:
+        return isinstance(self.config.algorithm, StagedProgressionConfig) and \
+            callable(getattr(self.curriculum, "apply_sync_state", None))
+
+    @precondition(lambda self: self.follows_broadcasts())
+    @rule(data=st.data())
+    def adopt_broadcast_stage(self, data: st.DataObject) -> None:
+        """A stage decided by a main curriculum (a worker copy under centralized tracking, a
+        checkpoint re-broadcast): the pool moves to that stage's tasks, and the stage starts
+        afresh, as it did in the main curriculum; completions go on being recorded."""
+        current = self.curriculum.sync_state()
+        stage = data.draw(st.integers(0, len(self.config.algorithm.stages) - 1), label="stage")
+        changes = max(current["stage_changes"] + 1, stage)
+        changes += (changes - stage) % 2  # every change moves one stage, from stage 0
+        sync = {"stage": stage, "stage_changes": changes}
+        assert self.curriculum.apply_sync_state(sync) is True, f"apply_sync_state({sync}) from {current} changed nothing"
+        assert self.curriculum.sync_state() == sync, \
+            f"after apply_sync_state({sync}) from {current}, sync_state() is {self.curriculum.sync_state()}"
+        self._observe_pool()
+
     # ---- invariants --------------------------------------------------------------------------
     def _observe_pool(self) -> None:
         active = self.pool = self.active_ids()

@@ -84,6 +84,20 @@ class _EvictionReusesIds(Curriculum):
         self._tracker.task_ids[slot] = task_id
 
 
+class _BroadcastStageKeepsWindow(Curriculum):
+    """Bug: a stage adopted from a broadcast keeps the previous stage's episodes and window."""
+
+    def apply_sync_state(self, sync: Any) -> bool:
+        algorithm = self._algorithm
+        counters, window, window_sum = algorithm._counters, algorithm._window, algorithm._window_sum
+        kept = counters.copy(), window.copy(), window_sum.copy()
+        changed = super().apply_sync_state(sync)
+        adopted = counters[:2].copy()  # (stage, stage_changes): the broadcast's
+        counters[:], window[:], window_sum[:] = kept
+        counters[:2] = adopted
+        return changed
+
+
 BROKEN_CURRICULA: dict[str, CurriculumFactory] = {
     "late completion credited to the slot's new task": _LateCreditedToNewTask,
     "load_state ignores the random stream": _LoadStateIgnoresRng,
@@ -92,6 +106,7 @@ BROKEN_CURRICULA: dict[str, CurriculumFactory] = {
     "bool score accepted": _BoolScoreAccepted,
     "sampling probabilities not normalised": _UnnormalisedProbabilities,
     "evicted task id reused": _EvictionReusesIds,
+    "broadcast stage keeps the previous stage's window": _BroadcastStageKeepsWindow,
 }
 
 # derandomized: each canary is caught after the same examples every run (a random search took
