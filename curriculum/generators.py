@@ -110,7 +110,8 @@ class SingleTaskGenerator(TaskGenerator):
 
 
 class WeightedTaskSetGenerator(TaskGenerator):
-    """Picks one child generator per task id, with the given weights."""
+    """Picks one child generator per task id, with the given weights (a child given without a
+    weight weighs 1.0)."""
 
     def __init__(
         self, children: Sequence[tuple[TaskGenerator, float]] | Sequence[TaskGenerator], *, seed: int = 0

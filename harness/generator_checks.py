@@ -36,7 +36,7 @@ from typing import Any
 from curriculum import BucketedTaskGenerator, SingleTaskGenerator, TaskGenerator, ValueRange, WeightedTaskSetGenerator
 from harness.copies import plain_copy
 
-__all__ = ["GeneratorSpec", "REFERENCE_GENERATORS", "check_generator", "same_in_another_process", "Z"]
+__all__ = ["GeneratorSpec", "REFERENCE_GENERATORS", "check_generator", "same_in_another_process", "weight_of", "Z"]
 
 Z = 6.0
 """Binomial standard deviations a count may stray from its expectation."""
@@ -49,13 +49,14 @@ FLOAT_BINS = 10
 class GeneratorSpec:
     """What a generator's arguments declare: its base config, its buckets (a list of values
     or a `ValueRange` per dotted key), its label and value labels, and for a weighted set
-    its children's specs with their weights."""
+    its children's specs with their weights (None: the child is given without a weight, which
+    the library documents as a weight of 1)."""
 
     base: Mapping[str, Any] = field(default_factory=dict)
     buckets: Mapping[str, Sequence[Any] | ValueRange] = field(default_factory=dict)
     label: str = ""
     value_labels: Mapping[str, Mapping[Any, str]] = field(default_factory=dict)
-    children: Sequence[tuple[GeneratorSpec, float]] = ()
+    children: Sequence[tuple[GeneratorSpec, float | None]] = ()
 
 
 def _bucketed(spec: GeneratorSpec, seed: int) -> BucketedTaskGenerator:
@@ -89,18 +90,25 @@ _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}}, l
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
 # (the child of weight 0 between two others: every child after it keeps its own share)
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_NEVER, 0.0), (_INT_RANGE, 1.0), (_FLOAT_RANGE, 2)))
-# children that share labels (a difficulty label reused across task families): the set lists each once
+# children that share labels (a difficulty label reused across task families): the set lists each once;
+# two of them given without a weight, as users write them
 _SHARED_LABELS = GeneratorSpec(children=(
-    (_INT_RANGE, 1.0), (GeneratorSpec(base={"kind": "more ints"}, buckets={"level": ValueRange(0, 9)}, label="ints"), 2.0),
+    (_INT_RANGE, None), (GeneratorSpec(base={"kind": "more ints"}, buckets={"level": ValueRange(0, 9)}, label="ints"), 2.0),
     (GeneratorSpec(base={"kind": "sizes"}, buckets={"size": [8, 16]}, value_labels={"size": {8: "ints", 16: "big"}}),
-     1.0)))
+     None)))
+
+
+def weight_of(weight: float | None) -> float:
+    """A child's weight as the spec gives it (a child given without one weighs 1)."""
+    return 1.0 if weight is None else weight
 
 
 def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
     """The built-in generator `spec` describes."""
     if spec.children:
         # every child with the set's seed, as users write it: the pick must not follow the children's draws
-        return WeightedTaskSetGenerator([(build(child, seed), weight) for child, weight in spec.children], seed=seed)
+        return WeightedTaskSetGenerator([build(child, seed) if weight is None else (build(child, seed), weight)
+                                         for child, weight in spec.children], seed=seed)
     if spec.buckets:
         return _bucketed(spec, seed)
     return SingleTaskGenerator(spec.base, label=spec.label)
@@ -259,8 +267,8 @@ def _shares(spec: GeneratorSpec, tasks: list[tuple[Any, Any]], what: str) -> lis
 
 def _leaves(spec: GeneratorSpec) -> list[tuple[GeneratorSpec, float]]:
     """A weighted set's children with their normalised weights."""
-    total = sum(w for _, w in spec.children)
-    return [(child, w / total) for child, w in spec.children]
+    total = sum(weight_of(w) for _, w in spec.children)
+    return [(child, weight_of(w) / total) for child, w in spec.children]
 
 
 def _which_child(spec: GeneratorSpec, cfg: Any, label: Any) -> int | None:

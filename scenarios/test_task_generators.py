@@ -26,7 +26,7 @@ import json
 import pytest
 
 from curriculum import ValueRange, WeightedTaskSetGenerator
-from harness.generator_checks import REFERENCE_GENERATORS, Z, build, check_generator, same_in_another_process
+from harness.generator_checks import REFERENCE_GENERATORS, Z, build, check_generator, same_in_another_process, weight_of
 from harness.thresholds import TASK_GENERATORS as LIMITS
 
 
@@ -131,7 +131,7 @@ def _variants(spec):
         out.append((f"value labels of {key!r}", dataclasses.replace(spec, value_labels={**spec.value_labels,
                                                                                        key: renamed})))
     if spec.children:
-        weights = [(child, weight + 1) for child, weight in spec.children]
+        weights = [(child, weight_of(weight) + 1) for child, weight in spec.children]
         out.append(("weights", dataclasses.replace(spec, children=tuple(weights))))
     return out
 
