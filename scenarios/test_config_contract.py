@@ -67,6 +67,7 @@ from curriculum import (
 )
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE
 from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
+from curriculum.errors import CurriculumError
 from curriculum.vector import MAX_NUM_ENVS, default_num_workers, physical_cores
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 
@@ -602,6 +603,61 @@ def test_an_argument_accepts_its_domain_and_refuses_the_rest_by_name(what, build
             if isinstance(value, _Live):
                 built.close()
         pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
+
+
+def _copied_buffers() -> dict[str, Any]:
+    """Copies of a one-agent env's buffers: buffers the env built on them does not write into."""
+    donor = ExactAccountingEnv()
+    return {name: getattr(donor, name).copy() for name in BUFFER_NAMES}
+
+
+#: (what, wrapper, the refused env, options): wrapper constructions every one of which is refused.
+_REFUSED_WRAPPINGS: list[tuple[str, type, Callable[[], Any], dict[str, Any]]] = [
+    ("an env without set_env_config", CurriculumEnv, _altered_env(set_env_config=None).build, {}),
+    ("an env whose num_agents does not match its buffers", CurriculumEnv, _altered_env(num_agents=2).build, {}),
+    ("a gymnasium env", CurriculumEnv, GymExactAccountingEnv, {}),
+    ("an env off the buffers it is handed", CurriculumEnv, ExactAccountingEnv, {"buf": _copied_buffers}),
+    ("a stage source that is none", CurriculumEnv, ExactAccountingEnv,
+     {"local_tracking": False, "stage_source": object}),
+    ("a PufferEnv", GymCurriculumEnv, ExactAccountingEnv, {}),
+    ("a stage source that is none", GymCurriculumEnv, GymExactAccountingEnv,
+     {"local_tracking": False, "stage_source": object}),
+]
+
+
+@pytest.mark.parametrize(("what", "wrapper", "make_env", "options"), _REFUSED_WRAPPINGS,
+                         ids=[f"{w.__name__}-{what}" for what, w, _, _ in _REFUSED_WRAPPINGS])
+def test_a_refused_wrapper_leaves_its_curriculum_as_it_was(what: str, wrapper: type, make_env: Callable[[], Any],
+                                                           options: dict[str, Any]) -> None:
+    """A wrapper refused at construction changes nothing in the curriculum it was handed: not
+    its state (its sampling stream not reseeded with the refused wrapper's seed), and not what
+    the next wrapper of this process does with it (its own seed still reseeds it), so the
+    run built after a fixed mistake is the run a first correct try gives."""
+    valid_env = GymExactAccountingEnv if wrapper is GymCurriculumEnv else ExactAccountingEnv
+    lengths = BucketedTaskGenerator({}, {"episode_length": [1, 2, 3]})
+    states = []
+    for refused_first in (True, False):
+        curriculum = Curriculum(_curriculum(task_generator=lengths))
+        try:
+            if refused_first:
+                before = curriculum.get_state()
+                with pytest.raises(CurriculumError):
+                    wrapper(make_env(), curriculum, seed=7,
+                            **{name: value() if callable(value) else value for name, value in options.items()})
+                assert curriculum.get_state() == before, (
+                    f"{wrapper.__name__} refused {what}, but the curriculum handed to it changed: "
+                    f"{sorted(key for key in before if curriculum.get_state()[key] != before[key])}")
+            env = wrapper(valid_env(), curriculum, seed=3)
+            for _ in range(3):
+                env.reset()
+            env.close()
+            states.append(curriculum.get_state())
+        finally:
+            curriculum.close()
+    refused_then_valid, valid = states
+    assert refused_then_valid == valid, (
+        f"a {wrapper.__name__} built with seed 3 after one refused {what} (seed 7) left the curriculum in another "
+        f"state than the same wrapper built first: {sorted(k for k in valid if refused_then_valid[k] != valid[k])}")
 
 
 def _child_processes() -> set[int]:
