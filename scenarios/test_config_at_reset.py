@@ -41,6 +41,11 @@ class DrawFailed(RuntimeError):
     """A task draw that failed (as a lock timeout does), before anything was drawn."""
 
 
+class DrawInterrupted(KeyboardInterrupt):
+    """Ctrl-C landing in a task draw, before anything was drawn: no `Exception`, so only a
+    handler of `BaseException` keeps what the episode's end had settled."""
+
+
 class RecordFailed(RuntimeError):
     """A completion that failed to record (as a lock timeout does), before anything was recorded."""
 
@@ -48,7 +53,7 @@ class RecordFailed(RuntimeError):
 class _HandedOut:
     """Records every task the curriculum hands out, in order; with `fail_every`, one
     `get_task()` in that many (drawn at random from `seed`: a fixed period can fall on the
-    retries alone) raises `DrawFailed` instead, drawing nothing; with `fail_records_every`, one
+    retries alone) raises `DrawFailed` or, every other time, `DrawInterrupted` instead, drawing nothing; with `fail_records_every`, one
     `update_task_performance()` in that many raises `RecordFailed`, recording nothing."""
 
     def __init__(self, curriculum, fail_every: int | None = None, seed: int = 0, *,
@@ -60,6 +65,7 @@ class _HandedOut:
         self.fail_records_every = fail_records_every
         self.record_failures = random.Random(f"{seed}-records")
         self.calls = 0
+        self.failed_draws = 0
         self.failed_records = 0
 
     def update_task_performance(self, task_id, score):
@@ -74,7 +80,9 @@ class _HandedOut:
     def get_task(self):
         self.calls += 1
         if self.fail_every and self.failures.random() * self.fail_every < 1.0:
-            raise DrawFailed(f"get_task() call {self.calls} failed")
+            self.failed_draws += 1
+            failure = DrawInterrupted if self.failed_draws % 2 == 0 else DrawFailed
+            raise failure(f"get_task() call {self.calls} failed")
         task = self.curriculum.get_task()
         self.tasks.append(task)
         return task
@@ -139,7 +147,7 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
             seeded.append(seed)
             try:
                 obs, infos = env.reset(seed=seed)
-            except RuntimeError:  # the running episode, if any, was abandoned all the same
+            except (RuntimeError, DrawInterrupted):  # the running episode, if any, was abandoned all the same
                 _assert_step_refused_until_reset(env, scenario_seed, np.zeros(1, dtype=np.int32))
                 continue
             watcher.observe(infos)
@@ -155,7 +163,7 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
         seen.append(running)
         try:
             obs, _, terminals, truncations, infos = env.step(actions)
-        except (RuntimeError, InvalidScoreError) as error:  # the episode ended; it or the next start failed
+        except (RuntimeError, InvalidScoreError, DrawInterrupted) as error:  # the episode ended; it or the next start failed
             refused += isinstance(error, (InvalidScoreError, RecordFailed)) and _out_of_range(current)
             _assert_step_refused_until_reset(env, scenario_seed, actions)
             obs, terminals, truncations = reset(), [True], [False]
@@ -248,7 +256,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
         while True:  # a failed draw or env start is retried, as a training loop does
             try:
                 obs, info = env.reset(seed=seed, options=options)
-            except RuntimeError:  # (DrawFailed is one); the running episode was abandoned all the same
+            except (RuntimeError, DrawInterrupted):  # (DrawFailed is one); the running episode was abandoned all the same
                 _assert_step_refused_until_reset(env, scenario_seed, 0)
                 continue
             break
@@ -260,7 +268,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
             configs.add((float(obs[0]), float(obs[1])))
             try:
                 obs, _, terminated, truncated, info = env.step(0)
-            except DrawFailed:  # the episode ended and was recorded; the next reset() draws again
+            except (DrawFailed, DrawInterrupted):  # the episode ended and was recorded; the next reset() draws again
                 ended = True
                 _assert_step_refused_until_reset(env, scenario_seed, 0)
                 break
