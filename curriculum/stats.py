@@ -247,7 +247,8 @@ def _numbers_of(argument: str, key: Any, values: Any) -> list[Any]:
                                     f"received {key!r}: {values!r}")
     values = list(values)
     for value in values:
-        if not _is_real(value):
+        kind = type(value)
+        if kind is not float and kind is not int and not _is_real(value):  # (plain numbers: the common case)
             raise CurriculumConfigError(f"Expected `{argument}` to hold real numbers, received {value!r} "
                                         f"under {key!r}")
     return values
