@@ -198,6 +198,9 @@ class SharedTrackerLimits:
     the evicting history, seeds 0-19: 2-139) or advances the stage (about half the window)."""
     killed_creator_unlinked: float = 10.0
     """Seconds within which a SIGKILLed creator's tracker must be unlinked (measured: under 0.03 s)."""
+    joining_trainers: int = 2
+    """Processes started on their own that attach, record and exit one after another (the
+    second finds the block the first could have taken with it)."""
     busy_hold: float = 0.8
     max_lag_after_release: float = 0.3
     """Seconds a live holder keeps the lock busy, and how long after its release the writer

@@ -1662,6 +1662,48 @@ def test_a_creator_killed_outright_leaves_no_block_behind(uses_builtin_curriculu
             os.unlink(path)
 
 
+_JOINING_TRAINER = """
+import sys
+from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig
+config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 1}), algorithm=UniformConfig(),
+                          num_active_tasks=4, seed=int(sys.argv[2]))
+curriculum = Curriculum.attach(sys.argv[1], config)
+task = curriculum.get_task()
+curriculum.update_task_performance(task.task_id, 0.5)
+curriculum.close()
+"""
+
+
+def test_processes_of_their_own_join_record_and_leave_without_taking_the_block(uses_builtin_curriculum,
+                                                                                 require_capability,
+                                                                                 scenario_seed) -> None:
+    """Trainers started on their own (not children of the creator: each has a resource tracker
+    of its own) attach by name, record, close and exit, one after another: the block stays in
+    place for the creator and for whoever attaches next, and every completion is there. An
+    attacher whose interpreter takes the block for its own would unlink it at exit."""
+    require_capability(uses_builtin_curriculum, "checks the built-in curriculum's shared memory")
+    config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 1}), algorithm=UniformConfig(),
+                              num_active_tasks=4, seed=scenario_seed)
+    creator = Curriculum(config, shared_memory=True)
+    try:
+        name = creator.shared_memory_name
+        for joined in range(1, LIMITS.joining_trainers + 1):
+            trainer = subprocess.run([sys.executable, "-c", _JOINING_TRAINER, name, str(scenario_seed)],
+                                     capture_output=True, text=True, timeout=120)
+            assert trainer.returncode == 0, (
+                f"trainer {joined} of {LIMITS.joining_trainers}, started on its own, could not attach and record "
+                f"after {joined - 1} before it had left: {trainer.stderr.strip()[-400:]}, seed {scenario_seed}")
+            assert os.path.exists(os.path.join(SEGMENT_DIR, name)), (
+                f"the block {name} was gone from {SEGMENT_DIR} once trainer {joined}, attached on its own, exited "
+                f"(its creator still runs), seed {scenario_seed}")
+        recorded = creator.stats()["total_completions"]
+        assert recorded == LIMITS.joining_trainers, (
+            f"{LIMITS.joining_trainers} trainers attached one after another and recorded one completion each; the "
+            f"creator sees {recorded}, seed {scenario_seed}")
+    finally:
+        creator.close()
+
+
 def _create_and_vanish(config: CurriculumConfig, conn) -> None:
     """Create a shared curriculum, wait for the word, and die without closing it (a crashed
     creator). Creating a tracker removes orphans, so every creator is made before any dies."""
