@@ -733,7 +733,10 @@ class WatchedCurriculum:
         return expected_label == label and _contains(env_cfg, expected)
 
     def __getattr__(self, name: str) -> Any:  # test double: everything not recorded goes to the curriculum
-        return getattr(self.__dict__["inner"], name)
+        value = getattr(self.__dict__["inner"], name)
+        if name == "apply_sync_state":  # (recorded, where the curriculum has it)
+            return self._apply_sync_state
+        return value
 
     def resume(self, restored: Any) -> None:
         """Watch on through `restored`, a curriculum loaded from the watched one's checkpoint
@@ -831,7 +834,7 @@ class WatchedCurriculum:
         # credited one comes back as None, so code that takes a falsy answer for late shows
         return None if not late and self.total % 2 else result
 
-    def apply_sync_state(self, sync: Any) -> Any:
+    def _apply_sync_state(self, sync: Any) -> Any:
         """Adopt a broadcast stage: the staged rule replayed enters it afresh; the pool the
         stage change brings is new tasks, not evictions."""
         stage_before = self.inner.stage if self.staged is not None else None

@@ -368,6 +368,9 @@ class StagedLimits:
     """Episodes per config of the sweep."""
     sweep_run_length: float = 6.0
     """Mean length of the sweep's runs of high scores (0.5, 0.75 or 1) and low ones (0, 0.25 or 0.5)."""
+    sweep_broadcast_every: float = 40.0
+    """Mean episodes between two stages the sweep's curriculum adopts from a broadcast (a
+    random stage, as a main curriculum or a re-broadcast checkpoint decides it elsewhere)."""
     sweep_mixes: tuple[float, ...] = (0.0, 0.3, 0.4, 0.9)
     """Previous-stage mixes of the sweep: 0.3 of the pool is 1.2 slots, which rounds to 1 (not
     up to 2); 0.4 is 1.6, which rounds to 2 (not down to 1); 0.9 is 3.6, which rounds to the

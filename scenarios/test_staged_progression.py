@@ -84,7 +84,8 @@ def test_stage_rule_holds_for_every_minimum_and_window(curriculum_factory, requi
     `LIMITS.sweep_mixes` (one of them a fractional number of slots): scores from a seeded
     stream that crosses both thresholds in runs of high and low scores, quarters whose window
     means often land exactly on a threshold (where the rule advances, and does not regress),
-    the oracle replaying the rule. Then again on tenths, whose window means land on the
+    the oracle replaying the rule, and now and then a stage adopted from a broadcast (entered
+    afresh, as the main curriculum entered it). Then again on tenths, whose window means land on the
     thresholds as often but whose sums round: the built-in rule moves on the window's scores,
     not on the rounding a running sum kept of scores that left it."""
     quarters = ((0.5, 0.75, 1.0), (0.0, 0.25, 0.5))
@@ -113,6 +114,8 @@ def _sweep_stage_rule(curriculum_factory, oracle, scenario_seed: int, minimum: i
                              f"thresholds {threshold}/{regression}")
     curriculum = watcher.watch(curriculum_factory(config))
     rng = random.Random(f"{scenario_seed}-{minimum}-{window}-{mix}-{threshold}")
+    broadcasts = random.Random(f"{scenario_seed}-{minimum}-{window}-{mix}-{threshold}-broadcasts")
+    adopt = getattr(curriculum, "apply_sync_state", None)
     high = True
     for _ in range(LIMITS.sweep_episodes):
         if rng.random() < 1.0 / LIMITS.sweep_run_length:
@@ -120,4 +123,13 @@ def _sweep_stage_rule(curriculum_factory, oracle, scenario_seed: int, minimum: i
         score = rng.choice(high_scores if high else low_scores)
         task = curriculum.get_task()
         curriculum.update_task_performance(task.task_id, score)
+        if callable(adopt) and broadcasts.random() < 1.0 / LIMITS.sweep_broadcast_every:
+            adopt(_broadcast(curriculum.sync_state(), broadcasts.randrange(LIMITS.num_stages)))
     watcher.verify()
+
+
+def _broadcast(current: dict[str, int], stage: int) -> dict[str, int]:
+    """A stage sync a main curriculum ahead of `current` could send for `stage` (every change
+    moves one stage, from stage 0)."""
+    changes = max(current["stage_changes"] + 1, stage)
+    return {"stage": stage, "stage_changes": changes + (changes - stage) % 2}
