@@ -86,7 +86,8 @@ _VALUE_LABELLED_REORDERED = GeneratorSpec(
     base=_VALUE_LABELLED.base, buckets=_VALUE_LABELLED.buckets,
     value_labels=dict(reversed(list(_VALUE_LABELLED.value_labels.items()))),
 )
-_SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}}, label="single")
+# (a config with a "label" key of its own: the label argument names the tasks, the key stays in their config)
+_SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}, "label": "from_the_config"}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
 # (the child of weight 0 between two others: every child after it keeps its own share)
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_NEVER, 0.0), (_INT_RANGE, 1.0), (_FLOAT_RANGE, 2)))
