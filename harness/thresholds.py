@@ -504,6 +504,12 @@ class EnvWrapperLimits:
     rules_episodes: int = 2500
     """Episodes of the run whose every completion and refresh is held to the documented rules of
     learning progress."""
+    crowded_labels: int = 8
+    crowded_labels_episodes: int = 1000
+    crowded_min_admissions: int = 5
+    """Labels sharing one home in the label table (half of them untracked), the episodes of the
+    rules check on them, and the fewest admissions of an untracked label it must see (seeds
+    0-19: 9-22)."""
     rules_one_configuration_episodes: int = 1200
     """Episodes of the same check on a pool of copies of one configuration (learned within about
     200, forgotten at 600, learned again)."""

@@ -550,6 +550,7 @@ def _follow_rules(curriculum_factory, require_capability, curriculum_config: Cur
                     f"{where}: evicted, and task {admitted} admitted in its place; by the documented rules task "
                     f"{expected_id}")
                 decided["eviction"] += 1
+                decided["untracked label admitted"] += expected.labels[slot] == 0
             differences = state_differences(expected, after)
             assert not differences, (
                 f"{where}: a completion with score {score!r}"
@@ -612,6 +613,29 @@ def test_a_pool_of_one_configuration_follows_the_documented_rules(curriculum_fac
                             LIMITS.rules_one_configuration_episodes)
     assert decided["revisit learned"] >= LIMITS.rules_min_steps, (
         f"[one configuration] the pool was not learned: rules decided {dict(decided)}, seed {scenario_seed}")
+
+
+def test_labels_the_table_cannot_place_follow_the_documented_rules(curriculum_factory, require_capability,
+                                                                   scenario_seed) -> None:
+    """Labels whose home entries in the label table are all taken (more labels than a
+    neighbourhood holds, as a space of many procedurally named task families has) are
+    untracked: a task of such a label is admitted with the prior usefulness, and its
+    completions move no label's usefulness or retries. Eight labels (one per variant, each
+    configuration of every kind and rate) share one home, so four of them find no entry;
+    every completion, eviction and admission is held to the documented rules."""
+    variants = {variant: label_with_home(f"variant{variant}", 0) for variant in range(LIMITS.crowded_labels)}
+    generator = TaggedTasks(BucketedTaskGenerator({}, {"kind": list(_RULES_KINDS), "rate": [0.05, 0.1],
+                                                       "variant": list(variants)},
+                                                  value_labels={"variant": variants}, seed=scenario_seed))
+    curriculum_config = CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(config_memory=64),
+                                         num_active_tasks=16, seed=scenario_seed, refresh_interval=1,
+                                         min_presentations=3, eviction_percentile=50.0)
+    decided = _follow_rules(curriculum_factory, require_capability, curriculum_config, "crowded labels",
+                            LIMITS.crowded_labels_episodes)
+    assert decided["untracked label admitted"] >= LIMITS.crowded_min_admissions, (
+        f"[crowded labels] only {decided['untracked label admitted']} admissions of a task whose label the table "
+        f"could not place in {LIMITS.crowded_labels_episodes} episodes: the check measured too little, seed "
+        f"{scenario_seed}")
 
 
 def _random_statistics(rng: np.random.Generator, algorithm: LearningProgressConfig, warmup: int,
