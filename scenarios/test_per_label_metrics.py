@@ -154,10 +154,11 @@ _VALUE_KINDS = (
     lambda rng: [rng.random(), []], lambda rng: (rng.randint(0, 2), (None,)), lambda rng: [[rng.random()], ["x"]],
 )
 #: Keys of the random infos: counters (a part among the pipeline's summed stats), gauges (some
-#: holding a counter's name inside a part: a counter is named by a whole part), and
-#: identifiers, at every depth.
+#: holding a counter's name inside a part, some a part of a counter's or an identifier's name:
+#: a counter or an identifier is named by a whole part), and identifiers, at every depth.
 _INFO_KEYS = ("episodes", "completions", "rate", "score", "task_id", "total_completions", "deep/episodes", "deep/rate",
-              "deep/deeper/score", "deep/episodes_per_hour", "deep/task_id", "deep/deeper/task_id")
+              "deep/deeper/score", "deep/episodes_per_hour", "deep/task_id", "deep/deeper/task_id", "task", "deep/id",
+              "episode")
 #: Where an env's info puts its keys: under its own group, or at the top of the dict.
 _INFO_GROUPS = ("env", None)
 _TOP_LEVEL_KEYS = ("env", *{key.split("/", 1)[0] for key in _INFO_KEYS})
