@@ -399,7 +399,7 @@ class _ReportWatch:
         return scores
 
 
-@pytest.mark.parametrize("algorithm", ["learning_progress", "uniform"])
+@pytest.mark.parametrize("algorithm", ["learning_progress", "uniform", "learning_progress, more labels than the pool holds"])
 def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum_env_class, require_capability,
                                                   scenario_seed, algorithm) -> None:
     """Each episode's `per_label_lp_scores/<label>` is the EMA (rate `LP_EMA_ALPHA`) of the
@@ -409,13 +409,22 @@ def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum
     some of their completions arrive after the task left it: a late completion is not the
     task's any more, and reports no LP and moves no EMA. Under uniform sampling a task's score
     is its mean score, not 0 from its first completion on (learning progress is 0 through a
-    task's warm-up, whatever the EMA started from)."""
+    task's warm-up, whatever the EMA started from). With more labels than the pool has slots,
+    labels leave the churning pool and come back: a label's EMA goes on from where it was (a
+    completion that evicts its own task, the last of its label, finds nothing to score it by
+    in the report made at it, and reports none)."""
     space = impossible_task_space(num_learnable=5, num_impossible=45, seed=scenario_seed)
-    churning = algorithm == "learning_progress"
+    churning = algorithm.startswith("learning_progress")
+    generator = space.generator
+    if algorithm.endswith("more labels than the pool holds"):
+        tasks = range(space.simulator.num_tasks)
+        groups = {i: f"group{i % LIMITS.label_lp_groups}" for i in tasks}
+        generator = BucketedTaskGenerator({}, {"task_index": list(tasks)}, value_labels={"task_index": groups},
+                                          seed=scenario_seed)
     options = dict(min_presentations=INVARIANCES.churn_min_presentations,
                    eviction_percentile=INVARIANCES.churn_eviction_percentile) if churning else {}
     curriculum = curriculum_factory(CurriculumConfig(
-        task_generator=space.generator, algorithm=LearningProgressConfig() if churning else UniformConfig(),
+        task_generator=generator, algorithm=LearningProgressConfig() if churning else UniformConfig(),
         seed=scenario_seed, num_active_tasks=INVARIANCES.churn_pool, **options))
     require_capability(callable(getattr(curriculum, "task_scores", None)),
                        "this curriculum reports no per-task scores (`task_scores()`)")
@@ -450,7 +459,7 @@ def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum
                 if lp is not None:
                     old = ema[e].get(label)
                     ema[e][label] = lp if old is None else old + LP_EMA_ALPHA * (lp - old)
-                expected = ema[e].get(label)
+                expected = ema[e].get(label) if lp is not None else None  # (nothing to score it by: reports none)
                 assert (reported is None and expected is None) or (
                     reported is not None and expected is not None and math.isclose(reported, expected, rel_tol=1e-9)), (
                     f"env {e}, step {step}: per_label_lp_scores/{label} = {reported}, by its definition {expected} "
