@@ -198,6 +198,12 @@ class SharedTrackerLimits:
     the evicting history, seeds 0-19: 2-139) or advances the stage (about half the window)."""
     killed_creator_unlinked: float = 10.0
     """Seconds within which a SIGKILLed creator's tracker must be unlinked (measured: under 0.03 s)."""
+    kill_pool: int = 8
+    kill_history: int = 300
+    kill_min_repaired: int = 20
+    """The kill-at-every-line check: its pool, the committed episodes before it (which evict; a
+    few more at a time until a completion evicts its task),
+    and the fewest kills that must land inside a transaction (seed 0: 207 of 236)."""
     joining_trainers: int = 2
     """Processes started on their own that attach, record and exit one after another (the
     second finds the block the first could have taken with it)."""

@@ -1662,6 +1662,105 @@ def test_a_creator_killed_outright_leaves_no_block_behind(uses_builtin_curriculu
             os.unlink(path)
 
 
+_LIBRARY = os.path.dirname(os.path.abspath(memory.__file__))
+
+
+def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | None) -> int | None:
+    """In a forked copy: a completion of `before` (untraced), then one of `task_id`, the copy
+    killed (`os._exit`: no cleanup, no lock released) just before the `kill_at`-th line the
+    library runs for it; returns the lines it ran when it was not killed."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.close(read)
+            curriculum.update_task_performance(before, 0.0)
+            lines = 0
+
+            def count(frame, event, arg):
+                nonlocal lines
+                if event == "line":
+                    lines += 1
+                    if lines == kill_at:
+                        os._exit(0)
+                return count
+
+            sys.settrace(lambda frame, event, arg: count if frame.f_code.co_filename.startswith(_LIBRARY) else None)
+            curriculum.update_task_performance(task_id, 0.0)
+            sys.settrace(None)
+            os.write(write, str(lines).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as pipe:
+        out = pipe.read()
+    curriculum.tracker.lock.acquire()  # the next holder: repairs what a killed one left open
+    curriculum.tracker.lock.release()
+    return int(out) if out else None
+
+
+def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(uses_builtin_curriculum,
+                                                                             curriculum_factory, require_capability,
+                                                                             scenario_seed) -> None:
+    """A worker can die anywhere (SIGKILL, the OOM killer). A forked worker records one
+    completion (its own transaction, left in the journal), then one that evicts its task, and
+    is killed just before each line the library runs for the second in turn (the whole
+    completion: the lock, the journal, the rows, the eviction, the refresh after it), one run
+    per line from the same committed state. Once the next holder repaired the block, its
+    arrays must be those of a state the runs left whenever the kill landed outside a
+    transaction: an interrupted transaction rolled back exactly, every committed one kept."""
+    require_capability(uses_builtin_curriculum, "kills a writer inside the built-in shared tracker's sections")
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.kill_pool,
+                                    evicting=True)
+    tracker, backend = curriculum.tracker, curriculum.tracker.backend
+    try:
+        rng = np.random.default_rng(scenario_seed)
+        target = lines = None
+        played = 0
+        while target is None and played < LIMITS.kill_history * 2:  # a state in which a completion evicts
+            for score in rng.random(LIMITS.kill_history if not played else LIMITS.kill_pool).tolist():
+                task = curriculum.get_task()
+                curriculum.update_task_performance(task.task_id, score if task.label == "learnable" else 0.0)
+                played += 1
+            start = curriculum.get_state()
+            before = tracker.task_id_at(LIMITS.kill_pool - 1)
+            for slot in range(LIMITS.kill_pool - 1):
+                curriculum.load_state(start)
+                candidate = tracker.task_id_at(slot)
+                counted = _complete_in_a_fork(curriculum, before, candidate, None)
+                if tracker.task_id_at(slot) != candidate:
+                    target, lines = candidate, counted
+                    break
+            curriculum.load_state(start)
+        assert target is not None, f"no completion evicted its task in {played} episodes, seed {scenario_seed}: the " \
+                                   "check measured too little"
+        committed: list[dict[str, np.ndarray]] = []
+        repaired: list[tuple[int, dict[str, np.ndarray]]] = []
+        for kill_at in range(1, lines + 1):
+            curriculum.load_state(start)
+            repairs = backend.repairs
+            _complete_in_a_fork(curriculum, before, target, kill_at)
+            state = tracker.snapshot()
+            (repaired.append((kill_at, state)) if backend.repairs > repairs else committed.append(state))
+        assert len(repaired) >= LIMITS.kill_min_repaired, (
+            f"only {len(repaired)} of {lines} kills left a transaction open, seed {scenario_seed}: the check measured "
+            "too little")
+
+        def same(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+            return all(np.array_equal(a[name], b[name]) for name in a)
+
+        wrong = [(kill_at, sorted(name for name in state if not any(np.array_equal(state[name], c[name])
+                                                                    for c in committed)))
+                 for kill_at, state in repaired if not any(same(state, c) for c in committed)]
+        assert not wrong, (
+            f"{len(wrong)} of {len(repaired)} writers killed inside a transaction (one run per line of a completion "
+            f"that evicts, {lines} lines) left, once repaired, a state no run of whole transactions leaves: "
+            f"(line killed at, arrays unlike any committed state) {wrong[:5]}, seed {scenario_seed}")
+    finally:
+        curriculum.close()
+
+
 _JOINING_TRAINER = """
 import sys
 from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig
