@@ -164,21 +164,27 @@ FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), 
 
 #: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker,
 #: and in blocks of three; the only worker gone before a reset or a step
-CASES = [(*fault, layout) for layout in ("sync", "async", "async-any") for fault in FAULTS] + \
-    [("killed", "step", "async-one"), ("killed", "step", "async-thirds"), ("killed_gone", "reset", "one-worker"),
-     ("killed_gone", "step", "one-worker")]
+#: (fault, then, layout, tracking): every case under shared tracking; under centralized tracking
+#: (worker copies, completions sent to the trainer's curriculum) a frozen worker and a killed one
+CASES = [(*fault, layout, "shared") for layout in ("sync", "async", "async-any") for fault in FAULTS] + \
+    [("killed", "step", "async-one", "shared"), ("killed", "step", "async-thirds", "shared"),
+     ("killed_gone", "reset", "one-worker", "shared"), ("killed_gone", "step", "one-worker", "shared"),
+     ("stopped", "step", "sync", "centralized"), ("killed", "step", "sync", "centralized")]
 
 
-@pytest.mark.parametrize(("fault", "then", "layout"), CASES, ids=["-".join(case) for case in CASES])
+@pytest.mark.parametrize(("fault", "then", "layout", "tracking"), CASES,
+                         ids=["-".join(case[:3]) + ("" if case[3] == "shared" else f"-{case[3]}") for case in CASES])
 def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, require_capability, scenario_seed,
-                                                          fault, then, layout) -> None:
-    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                                                          fault, then, layout, tracking) -> None:
+    shared = tracking == "shared"
+    require_capability(not shared or "shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
-    curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
+    curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True) if shared else \
+        curriculum_factory(_config(scenario_seed))
     made_before = len(_MADE_BY_THE_TRAINER)
     options = {"worker_timeout": LIMITS.worker_timeout} if fault.startswith("stopped") else \
         {"worker_timeout": LIMITS.deadline} if fault == "killed_under_timeout" else {}
-    vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared", overwork=True,
+    vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking=tracking, overwork=True,
                                     seed=scenario_seed, **{"num_envs": LIMITS.num_envs, **LAYOUTS[layout], **options})
     if layout == "async-any":
         vecenv.vecenv.sync_traj = False
