@@ -70,6 +70,7 @@ from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
 from curriculum.vector import MAX_NUM_ENVS, default_num_workers, physical_cores
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
+from harness.oracle import AccountingOracle
 
 NAN, INF = math.nan, math.inf
 NOT_NUMBERS = (NAN, INF, -INF, True, "0.5", None)
@@ -658,6 +659,43 @@ def test_a_refused_wrapper_leaves_its_curriculum_as_it_was(what: str, wrapper: t
     assert refused_then_valid == valid, (
         f"a {wrapper.__name__} built with seed 3 after one refused {what} (seed 7) left the curriculum in another "
         f"state than the same wrapper built first: {sorted(k for k in valid if refused_then_valid[k] != valid[k])}")
+
+
+#: What a curriculum's checkpoint says of its sampling: its random stream and the draws it made.
+_SAMPLING_STATE = ("rng", "draws", "draw_pos", "samples")
+
+
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_a_centralized_vector_only_records_into_the_trainers_curriculum(backend: str) -> None:
+    """Under centralized tracking the envs draw their tasks from private copies of the
+    trainer's curriculum (also envs built in the trainer's process: every env of a Serial
+    vector, Multiprocessing's driver env), and the trainer's curriculum only records their
+    completions: its sampling stream and draws are those of a curriculum handed the same
+    completions directly, and nothing else."""
+    config = _curriculum(task_generator=BucketedTaskGenerator({}, {"episode_length": [1, 2, 3], "reward_per_step": [0.25]}),
+                         algorithm=UniformConfig(), num_active_tasks=8)
+    watcher = AccountingOracle(seed=0, context=f"centralized {backend}")
+    trainer = watcher.watch(Curriculum(config))
+    vecenv = make_curriculum_vecenv(_exact_env, trainer, backend=backend, tracking="centralized", num_envs=4, seed=3)
+    try:
+        vecenv.reset(seed=3)
+        for _ in range(20):
+            vecenv.step(np.zeros(vecenv.num_agents, dtype=np.int32))
+    finally:
+        vecenv.close()
+    replayed = Curriculum(config)
+    try:
+        for task_id, score, _ in trainer.updates:
+            replayed.update_task_performance(task_id, score)
+        assert trainer.updates, f"a centralized {backend} vector recorded no completion in 20 steps"
+        got, expected = trainer.inner.get_state(), replayed.get_state()
+        drawn = [key for key in _SAMPLING_STATE if got[key] != expected[key]]
+        assert not drawn, (
+            f"a centralized {backend} vector left the trainer's curriculum with other {drawn} than a curriculum handed "
+            f"its {len(trainer.updates)} completions directly: an env drew its tasks from it, not from a private copy")
+    finally:
+        replayed.close()
+        trainer.inner.close()
 
 
 def _child_processes() -> set[int]:
