@@ -17,6 +17,7 @@ import contextlib
 import dataclasses
 import gc
 import inspect
+import itertools
 import json
 import multiprocessing as mp
 import os
@@ -1703,9 +1704,10 @@ def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | No
 def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(uses_builtin_curriculum,
                                                                              curriculum_factory, require_capability,
                                                                              scenario_seed) -> None:
-    """A worker can die anywhere (SIGKILL, the OOM killer). A forked worker records one
-    completion (its own transaction, left in the journal), then one that evicts its task, and
-    is killed just before each line the library runs for the second in turn (the whole
+    """A worker can die anywhere (SIGKILL, the OOM killer). A forked worker records a
+    completion that evicts its task (its own transaction, which journals the rarely written
+    arrays it writes and leaves that in the journal), then another that evicts, and is killed
+    just before each line the library runs for the second in turn (the whole
     completion: the lock, the journal, the rows, the eviction, the refresh after it), one run
     per line from the same committed state. Once the next holder repaired the block, its
     arrays must be those of a state the runs left whenever the kill landed outside a
@@ -1724,17 +1726,16 @@ def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(us
                 curriculum.update_task_performance(task.task_id, score if task.label == "learnable" else 0.0)
                 played += 1
             start = curriculum.get_state()
-            before = tracker.task_id_at(LIMITS.kill_pool - 1)
-            for slot in range(LIMITS.kill_pool - 1):
+            ids = [tracker.task_id_at(slot) for slot in range(LIMITS.kill_pool)]
+            for first, second in itertools.permutations(range(LIMITS.kill_pool), 2):  # two that evict in turn
                 curriculum.load_state(start)
-                candidate = tracker.task_id_at(slot)
-                counted = _complete_in_a_fork(curriculum, before, candidate, None)
-                if tracker.task_id_at(slot) != candidate:
-                    target, lines = candidate, counted
+                counted = _complete_in_a_fork(curriculum, ids[first], ids[second], None)
+                if tracker.task_id_at(first) != ids[first] and tracker.task_id_at(second) != ids[second]:
+                    before, target, lines = ids[first], ids[second], counted
                     break
             curriculum.load_state(start)
-        assert target is not None, f"no completion evicted its task in {played} episodes, seed {scenario_seed}: the " \
-                                   "check measured too little"
+        assert target is not None, f"no two completions evicted their tasks in turn in {played} episodes, seed " \
+                                   f"{scenario_seed}: the check measured too little"
         committed: list[dict[str, np.ndarray]] = []
         repaired: list[tuple[int, dict[str, np.ndarray]]] = []
         for kill_at in range(1, lines + 1):
