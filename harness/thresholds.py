@@ -500,6 +500,9 @@ class EnvWrapperLimits:
     """Episode lengths of the two envs whose reported per-label LP is checked (different, so one
     env's completions evict tasks the other is running)."""
     label_lp_steps: int = 600
+    label_lp_stages: int = 3
+    label_lp_stage_window: int = 10
+    label_lp_forgetting: float = 2e-3
     label_lp_groups: int = 24
     """Labels of the run with more labels than the pool's 16 slots (task index modulo this)."""
     """Steps of each of those envs."""

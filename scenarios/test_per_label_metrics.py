@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, LearningProgressConfig, UniformConfig,
+from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, LearningProgressConfig, Stage,
+                        StagedProgressionConfig, UniformConfig,
                         gini_coefficient, normalized_entropy)
 from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, STATE_FIELDS, id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
@@ -399,7 +400,8 @@ class _ReportWatch:
         return scores
 
 
-@pytest.mark.parametrize("algorithm", ["learning_progress", "uniform", "learning_progress, more labels than the pool holds"])
+@pytest.mark.parametrize("algorithm", ["learning_progress", "uniform", "learning_progress, more labels than the pool holds",
+                                       "staged_progression"])
 def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum_env_class, require_capability,
                                                   scenario_seed, algorithm) -> None:
     """Each episode's `per_label_lp_scores/<label>` is the EMA (rate `LP_EMA_ALPHA`) of the
@@ -409,7 +411,9 @@ def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum
     some of their completions arrive after the task left it: a late completion is not the
     task's any more, and reports no LP and moves no EMA. Under uniform sampling a task's score
     is its mean score, not 0 from its first completion on (learning progress is 0 through a
-    task's warm-up, whatever the EMA started from). With more labels than the pool has slots,
+    task's warm-up, whatever the EMA started from). Under staged progression (a fast-forgetting
+    chain, about 30 moves each way) a stage's labels leave the pool at every move and come
+    back: a label's EMA goes on from where it was. With more labels than the pool has slots,
     labels leave the churning pool and come back: a label's EMA goes on from where it was (a
     completion that evicts its own task, the last of its label, finds nothing to score it by
     in the report made at it, and reports none)."""
@@ -423,9 +427,20 @@ def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum
                                           seed=scenario_seed)
     options = dict(min_presentations=INVARIANCES.churn_min_presentations,
                    eviction_percentile=INVARIANCES.churn_eviction_percentile) if churning else {}
+    algorithm_config: Any = LearningProgressConfig() if churning else UniformConfig()
+    if algorithm == "staged_progression":  # a stage's labels leave the pool at each move, and come back
+        space = chain_task_space(num_tasks=LIMITS.label_lp_stages, seed=scenario_seed,
+                                 forgetting_rate=LIMITS.label_lp_forgetting)
+        generator, churning = None, True
+        algorithm_config = StagedProgressionConfig(
+            stages=[Stage(f"stage_{i}", BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
+                                                              seed=scenario_seed))
+                    for i in range(LIMITS.label_lp_stages)],
+            advancement_threshold=0.7, regression_threshold=0.3, min_episodes=LIMITS.label_lp_stage_window,
+            window=LIMITS.label_lp_stage_window)
     curriculum = curriculum_factory(CurriculumConfig(
-        task_generator=generator, algorithm=LearningProgressConfig() if churning else UniformConfig(),
-        seed=scenario_seed, num_active_tasks=INVARIANCES.churn_pool, **options))
+        task_generator=generator, algorithm=algorithm_config, seed=scenario_seed,
+        num_active_tasks=INVARIANCES.churn_pool, **options))
     require_capability(callable(getattr(curriculum, "task_scores", None)),
                        "this curriculum reports no per-task scores (`task_scores()`)")
     watch = _ReportWatch(curriculum)
