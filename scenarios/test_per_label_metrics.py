@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, LearningProgressConfig, Stage,
-                        StagedProgressionConfig, UniformConfig,
+from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, CurriculumConfigError,
+                        LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig,
                         gini_coefficient, normalized_entropy)
 from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, STATE_FIELDS, id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
@@ -438,9 +438,13 @@ def test_reported_label_lp_follows_its_definition(curriculum_factory, curriculum
                     for i in range(LIMITS.label_lp_stages)],
             advancement_threshold=0.7, regression_threshold=0.3, min_episodes=LIMITS.label_lp_stage_window,
             window=LIMITS.label_lp_stage_window)
-    curriculum = curriculum_factory(CurriculumConfig(
-        task_generator=generator, algorithm=algorithm_config, seed=scenario_seed,
-        num_active_tasks=INVARIANCES.churn_pool, **options))
+    try:
+        curriculum = curriculum_factory(CurriculumConfig(
+            task_generator=generator, algorithm=algorithm_config, seed=scenario_seed,
+            num_active_tasks=INVARIANCES.churn_pool, **options))
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"the {algorithm} run needs a {algorithm} curriculum; the factory refused the "
+                                  f"config: {type(error).__name__}: {error}")
     require_capability(callable(getattr(curriculum, "task_scores", None)),
                        "this curriculum reports no per-task scores (`task_scores()`)")
     watch = _ReportWatch(curriculum)
