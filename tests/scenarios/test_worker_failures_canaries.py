@@ -24,14 +24,14 @@ def _factory(config: Any, *, shared_memory: bool = False) -> Curriculum:
     return Curriculum(config, shared_memory=shared_memory)
 
 
-def _run(fault: str, then: str = "step", layout: str = "sync") -> None:
+def _run(fault: str, then: str = "step", layout: str = "sync", tracking: str = "shared") -> None:
     suite.test_a_dead_or_frozen_worker_is_named_never_waited_on(_factory, lambda ok, why: None, 0, fault, then,
-                                                                 layout)
+                                                                 layout, tracking)
 
 
-@pytest.mark.parametrize(("fault", "then", "layout"), suite.CASES)
-def test_the_suite_passes_the_built_in_vector(fault: str, then: str, layout: str) -> None:
-    _run(fault, then, layout)
+@pytest.mark.parametrize(("fault", "then", "layout", "tracking"), suite.CASES)
+def test_the_suite_passes_the_built_in_vector(fault: str, then: str, layout: str, tracking: str) -> None:
+    _run(fault, then, layout, tracking)
 
 
 @pytest.mark.parametrize(("fault", "then", "blind", "expected"), [
