@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import pufferlib.vector
 import pytest
 
@@ -68,7 +69,7 @@ from curriculum import (
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE
 from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
-from curriculum.vector import MAX_NUM_ENVS, default_num_workers, physical_cores
+from curriculum.vector import MAX_NUM_ENVS, default_num_workers
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.oracle import AccountingOracle
 
@@ -860,12 +861,18 @@ def test_the_default_worker_count_is_the_documented_one() -> None:
         f"first (num_envs, batch_size, cores, got, expected): {wrong[:5]}")
 
 
-@pytest.mark.parametrize(("num_envs", "batch_size", "overwork"), [(4, None, True), (4, 2, True), (4, None, False)])
+@pytest.mark.parametrize(("num_envs", "batch_size", "overwork", "threads"),
+                         [(4, None, True, False), (4, 2, True, False), (4, None, False, False), (4, None, False, True)])
 def test_a_vector_built_without_a_worker_count_gets_the_documented_one(num_envs: int, batch_size: int | None,
-                                                                        overwork: bool) -> None:
+                                                                        overwork: bool, threads: bool,
+                                                                        monkeypatch) -> None:
     """A Multiprocessing vector built without `num_workers` runs `default_num_workers` of them,
-    over the physical cores, or over `num_envs` with `overwork=True` (as its docstring says)."""
-    cores = num_envs if overwork else physical_cores()
+    over the physical cores (those pufferlib counts for its limit; on a machine whose hardware
+    threads outnumber them too), or over `num_envs` with `overwork=True` (as its docstring says)."""
+    physical = psutil.cpu_count(logical=False)
+    if threads:  # two hardware threads per core, as on most desktops and cloud machines
+        monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: physical * (2 if logical else 1))
+    cores = num_envs if overwork else physical
     expected = default_num_workers(num_envs, batch_size=batch_size, cores=cores)
     curriculum = Curriculum(_curriculum(), shared_memory=True)
     vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend="Multiprocessing", num_envs=num_envs,
@@ -1079,12 +1086,17 @@ def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backen
         assert wrong == [] and recorded == ended and ended > 0, (
             f"{backend}: out-of-order calls: {wrong}; after them the curriculum recorded {recorded} episodes, the "
             f"envs ended {ended}")
+        vecenv.send(actions)  # closed with a step in flight: its recv() must not hand out the stale batch
     finally:
         vecenv.close()
         curriculum.close()
     vecenv.close()  # twice: a no-op
+    refused("recv() of a step sent before close()", vecenv.recv, WorkerProcessError)
     refused("step() after close()", lambda: vecenv.step(actions), WorkerProcessError)
+    refused("send() after close()", lambda: vecenv.send(actions), WorkerProcessError)
+    refused("recv() after close()", vecenv.recv, WorkerProcessError)
     refused("reset() after close()", lambda: vecenv.reset(seed=0), WorkerProcessError)
+    refused("async_reset() after close()", lambda: vecenv.async_reset(seed=0), WorkerProcessError)
     assert wrong == [], f"{backend}: calls after close(): {wrong}"
 
 

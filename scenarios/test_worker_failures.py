@@ -150,6 +150,10 @@ PAUSES = {"async-any": LIMITS.trainer_pause}
 #: first two workers are done and make a batch only with it)
 VICTIMS = {"async-thirds": LIMITS.block_envs // 2 - 1}
 STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
+#: what the error must say of how the worker ended, beside its pid: the signal that killed it by
+#: name (a shell's 128 + N is not what multiprocessing reports), or its exit code
+_HOW_IT_ENDED = {"killed": ("SIGKILL",), "killed_gone": ("SIGKILL",), "killed_under_timeout": ("SIGKILL",),
+                 "exited": ("code 0",)}
 
 
 #: what the trainer calls next: a step, or (killed workers only: a frozen one is the same wait)
@@ -215,6 +219,10 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
         assert isinstance(error, WorkerProcessError) and f"worker {victim}" in str(error), (
             f"worker {victim} {fault}, then {then}(): expected WorkerProcessError naming worker {victim} within "
             f"{steps_after} steps, got {error!r}, seed {scenario_seed}")
+        how = [str(processes[victim].pid), *_HOW_IT_ENDED.get(fault, ())]  # (the module's docs: pid, code or signal)
+        assert all(part in str(error) for part in how), (
+            f"worker {victim} {fault}, then {then}(): the error does not say how the worker ended, expected "
+            f"{how} in {str(error)!r}, seed {scenario_seed}")
         waited = after["at"] - struck
         assert waited <= LIMITS.deadline, f"the error came {waited:.1f} s after the fault, seed {scenario_seed}"
         assert fault != "killed_under_timeout" or waited <= LIMITS.dead_worker_seen, (
