@@ -51,7 +51,7 @@ def test_base_install_is_the_library_only_and_the_gate_is_an_extra(wheel: zipfil
     metadata = _metadata(wheel)
     requires = metadata.get_all("Requires-Dist")
     base = sorted(r.split(";")[0].split(">")[0].split("=")[0].strip() for r in requires if "extra ==" not in r)
-    assert base == ["gymnasium", "numpy", "pufferlib-core"]
+    assert base == ["gymnasium", "numpy", "psutil", "pufferlib-core"]
     gate = sorted(r.split(";")[0].split(">")[0].strip() for r in requires if 'extra == "gate"' in r)
     assert gate == ["hypothesis", "matplotlib", "pytest", "pytest-xdist", "syrupy"]
     assert not [r for r in requires if r.startswith("torch")], "torch enters only through a feature that uses it"
