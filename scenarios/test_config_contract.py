@@ -561,7 +561,10 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
     ("raw_stats a mapping of stat keys to lists of numbers, process_training_stats",
      lambda v: process_training_stats(v, agent_step=0, epoch=0),
      ({}, {"score": [0.5, np.float32(1)]}, {"episodes": np.ones(3)}),
-     (None, [("score", [1.0])], {"score": "0.5"}, {"score": [None]}, {"score": ["1"]}, {3: [1.0]}),
+     # (a list is checked whole: a bad value after good ones as well as first)
+     (None, [("score", [1.0])], {"score": "0.5"}, {"score": [None]}, {"score": ["1"]}, {3: [1.0]},
+      {"score": [0.5, None]}, {"episodes": [1, True, 1]}, {"score": [0.5, np.float32(1), "1"]},
+      {"score": [0.5, np.array([0.1, 0.9])]}),
      CurriculumConfigError),
     ("losses None or a mapping of names to numbers, process_training_stats",
      lambda v: process_training_stats({}, agent_step=0, epoch=0, losses=v),
