@@ -367,8 +367,9 @@ class _Segment:
             resource_tracker.unregister("/" + self.name, "shared_memory")
         try:
             self.map.close()
-        except BufferError:  # a caller still holds a view; the mapping goes when it does
+        except BufferError:  # a caller still holds an array of the block: the mapping goes with the last one
             pass
+        self.map = None
         os.close(self.fd)
 
 
@@ -651,20 +652,23 @@ class SharedMemoryBackend(TaskMemoryBackend):
         self._shadow_q = self._rows_shadow.cast("q")
         self._shadow_d = self._rows_shadow.cast("d")
         self._row_bytes = plan.row_words * 8
-        shape = (plan.slots, plan.row_words)
-        self._rows_2d = np.ndarray(shape, dtype=np.int64, buffer=self._segment.map, offset=plan.rows_at)
-        self._shadow_2d = np.ndarray(shape, dtype=np.int64, buffer=self._segment.map, offset=plan.rows_shadow_at)
+        # every array over the block rests on a memoryview (np.frombuffer), which exports the
+        # mapping while the array or a view of it lives: a caller still holding one after close()
+        # keeps the mapping (closing it fails, `_Segment.release`) instead of reading unmapped
+        # memory. (An array built on the mmap itself, np.ndarray(buffer=), exports nothing: the
+        # mapping went with close(), and a later read crashed the process.)
+        mapping, words = self._segment.map, plan.slots * plan.row_words
+        self._rows_2d = np.frombuffer(mapping, np.int64, words, plan.rows_at).reshape(plan.slots, plan.row_words)
+        self._shadow_2d = np.frombuffer(mapping, np.int64, words, plan.rows_shadow_at).reshape(plan.slots,
+                                                                                                plan.row_words)
         self._versions = self._rows_2d[:, 0]
         self.arrays = {}
-        row_stride = plan.row_words * 8
         for array_name, (dtype, length) in layout.items():
-            if array_name in plan.column:
-                self.arrays[array_name] = np.ndarray((length,), dtype=dtype, buffer=self._segment.map,
-                                                     offset=plan.rows_at + plan.column[array_name] * 8,
-                                                     strides=(row_stride,))
+            if array_name in plan.column:  # one word per slot: a column of the rows
+                self.arrays[array_name] = np.frombuffer(mapping, np.int64, words, plan.rows_at).reshape(
+                    plan.slots, plan.row_words)[:, plan.column[array_name]].view(dtype)
             else:
-                self.arrays[array_name] = np.ndarray((length,), dtype=dtype, buffer=self._segment.map,
-                                                     offset=plan.global_at[array_name])
+                self.arrays[array_name] = np.frombuffer(mapping, dtype, length, plan.global_at[array_name])
         self._row_words = plan.row_words
         self._txn = 0  # number of this process's open transaction (odd), 0 outside one
         self._lock = _SegmentLock(self, lock_timeout)

@@ -1339,6 +1339,45 @@ def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, req
     assert not held, f"after close() the process still holds {held}, seed {scenario_seed}"
 
 
+def test_an_array_kept_from_a_closed_curriculum_stays_readable(curriculum_factory, require_capability,
+                                                                scenario_seed) -> None:
+    """A trainer that kept an array of the shared tracker (`tracker.completions`, a slice of
+    it) and reads it after `close()` reads what was recorded: the process must not crash on
+    memory unmapped under the array. Once the last such array is dropped, nothing of the
+    block is held any more. (Run in a forked child: a crash ends the child, not the gate.)"""
+    before = set(os.listdir(SEGMENT_DIR))
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    try:
+        paths = {os.path.join(SEGMENT_DIR, name) for name in set(os.listdir(SEGMENT_DIR)) - before}
+        for _ in range(10):
+            curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
+        require_capability(bool(paths) and bool(_held_here(paths)),
+                           f"this curriculum's shared memory is not a file under {SEGMENT_DIR} held by the process")
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - the child reports by its exit code
+            code = 1
+            try:
+                kept = curriculum.tracker.completions
+                part = kept[1:]
+                recorded = kept.tolist()
+                curriculum.close()
+                code = 2 if kept.tolist() != recorded or part.tolist() != recorded[1:] else 0
+                del kept, part
+                gc.collect()
+                code = code or (3 if _held_here(paths) else 0)
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        curriculum.close()
+    outcome = {0: None, 1: "raised", 2: "read other values than were recorded",
+               3: "still held the block's memory once the arrays were dropped"}
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, (
+        f"a process that kept tracker.completions and read it after close() "
+        f"{outcome.get(os.WEXITSTATUS(status)) if os.WIFEXITED(status) else f'was killed by signal {os.WTERMSIG(status)}'}"
+        f", seed {scenario_seed}")
+
+
 def _damaged_copy(live: str, path: str, damage: Any) -> None:
     """A copy of the live tracker's block at `path` (mode 0600) whose header `damage(header)`
     rewrote: its JSON dict changed in place, or the raw `(magic, length, text)` returned."""
