@@ -122,8 +122,12 @@ class OracleMismatch(AssertionError):
 
 # ---------------------------------------------------------------------------------- references
 def reference_gini(values: Iterable[float]) -> float:
-    """Gini coefficient as the mean absolute difference over twice the mean (negatives as 0)."""
-    x = [max(float(v), 0.0) for v in values]
+    """Gini coefficient as the mean absolute difference over twice the mean (negatives as 0);
+    0 for input holding a non-finite value (a NaN or an infinity of either sign)."""
+    values = [float(v) for v in values]
+    if not all(math.isfinite(v) for v in values):
+        return 0.0
+    x = [max(v, 0.0) for v in values]
     n = len(x)
     total = sum(x)
     if n == 0 or total <= 0.0 or not math.isfinite(total):
@@ -136,8 +140,12 @@ def reference_gini(values: Iterable[float]) -> float:
 
 
 def reference_entropy(values: Iterable[float]) -> float:
-    """Shannon entropy of the normalised values divided by log(n); 0 for n <= 1 or all zeros."""
-    x = [max(float(v), 0.0) for v in values]
+    """Shannon entropy of the normalised values divided by log(n); 0 for n <= 1, all zeros or
+    input holding a non-finite value."""
+    values = [float(v) for v in values]
+    if not all(math.isfinite(v) for v in values):
+        return 0.0
+    x = [max(v, 0.0) for v in values]
     n = len(x)
     total = sum(x)
     if n <= 1 or total <= 0.0 or not math.isfinite(total):

@@ -109,7 +109,8 @@ def test_per_label_counters_are_exact_and_lp_is_reported(curriculum_factory, cur
 
 def _sparse_distributions(seed: int, count: int) -> list[list[float]]:
     """Sample counts or probabilities of 1-64 entries: some zero, some tied, scaled 1e-6 to 1e6;
-    in some, negative entries (scores passed to the metrics: documented as counting as 0)."""
+    in some, negative entries (scores passed to the metrics: documented as counting as 0), and
+    in a few a NaN or an infinity of either sign (documented: the metric is then 0)."""
     rng = np.random.default_rng(seed)
     out = []
     for _ in range(count):
@@ -118,7 +119,10 @@ def _sparse_distributions(seed: int, count: int) -> list[list[float]]:
         values[rng.random(n) < rng.random()] = 0.0  # a random share of entries never sampled
         if rng.random() < 0.2:
             values[rng.random(n) < 0.3] *= -1.0
-        out.append((values * 10.0 ** rng.integers(-6, 7)).tolist())
+        values = values * 10.0 ** rng.integers(-6, 7)
+        if rng.random() < 0.1:
+            values[rng.integers(n)] = rng.choice([np.nan, np.inf, -np.inf])
+        out.append(values.tolist())
     return out
 
 
@@ -134,7 +138,8 @@ def test_sampling_metrics_match_their_definitions_with_unsampled_entries(scenari
                 f"{name} of {len(values)} entries ({values.count(0.0)} zero): {got!r}, by its definition "
                 f"{expected!r}; input {values}, seed {scenario_seed}")
             array = np.array(values, dtype=np.float64)
-            assert math.isclose(metric(array), expected, rel_tol=1e-9, abs_tol=1e-12) and array.tolist() == values, (
+            unchanged = np.array_equal(array, np.array(values), equal_nan=True)
+            assert math.isclose(metric(array), expected, rel_tol=1e-9, abs_tol=1e-12) and unchanged, (
                 f"{name} of a float64 array changed it: {values} became {array.tolist()}, seed {scenario_seed}")
 
 
