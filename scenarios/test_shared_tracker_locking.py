@@ -24,6 +24,7 @@ import os
 import pickle
 import queue as queue_module
 import random
+import resource
 import shutil
 import signal
 import stat
@@ -49,6 +50,7 @@ from curriculum import (
     CurriculumError,
     LearningProgressConfig,
     LockTimeoutError,
+    SharedTrackerError,
     SingleTaskGenerator,
     Stage,
     StagedProgressionConfig,
@@ -1376,6 +1378,45 @@ def test_an_array_kept_from_a_closed_curriculum_stays_readable(curriculum_factor
         f"a process that kept tracker.completions and read it after close() "
         f"{outcome.get(os.WEXITSTATUS(status)) if os.WIFEXITED(status) else f'was killed by signal {os.WTERMSIG(status)}'}"
         f", seed {scenario_seed}")
+
+
+def test_a_block_that_cannot_be_allocated_is_refused_and_leaves_no_file(uses_builtin_curriculum,
+                                                                         require_capability) -> None:
+    """A shared curriculum whose block the kernel refuses to allocate (a full /dev/shm; here
+    the process's file size limit, which refuses it the same way) raises `SharedTrackerError`
+    and leaves no file in /dev/shm: nobody would ever remove one without a header (the cleanup
+    never takes a headerless block for an orphan), and /dev/shm fills up run after run. (In a
+    forked child, whose limit ends with it.)"""
+    require_capability(uses_builtin_curriculum, "checks the built-in curriculum's shared memory files")
+    config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 1}), algorithm=UniformConfig(),
+                              num_active_tasks=64, seed=0)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        outcome = "raised nothing"
+        try:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (past the limit: EFBIG, not the signal)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+            before = set(os.listdir(SEGMENT_DIR))
+            try:
+                Curriculum(config, shared_memory=True).close()
+            except SharedTrackerError:
+                outcome = ""
+            except Exception as error:  # noqa: BLE001 - reported
+                outcome = f"raised {type(error).__name__}: {error}"
+            time.sleep(0.5)  # a block another test creates meanwhile has its header by then
+            left = [name for name in set(os.listdir(SEGMENT_DIR)) - before if name.startswith(SEGMENT_PREFIX)
+                    and not Path(SEGMENT_DIR, name).read_bytes().startswith(memory._MAGIC)]
+            outcome += f"; left {left}" if left else ""
+        finally:
+            os.write(write, outcome.encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        outcome = pipe.read().decode()
+    os.waitpid(pid, 0)
+    assert not outcome, (f"creating a shared curriculum whose block the kernel cannot allocate (file size limit "
+                         f"4096 bytes): {outcome.lstrip('; ')} (expected SharedTrackerError and no file left)")
 
 
 def _damaged_copy(live: str, path: str, damage: Any) -> None:
