@@ -367,7 +367,7 @@ class _Segment:
             resource_tracker.unregister("/" + self.name, "shared_memory")
         try:
             self.map.close()
-        except BufferError:  # a caller still holds an array of the block: the mapping goes with the last one
+        except BufferError:  # a caller still holds a view; the mapping goes when it does
             pass
         self.map = None
         os.close(self.fd)
