@@ -988,6 +988,28 @@ def test_an_env_whose_agent_count_is_outside_its_domain_is_refused_by_name(agent
         curriculum.close()
 
 
+@pytest.mark.parametrize("extra", [-1, 1])
+def test_episode_returns_for_another_agent_count_are_refused_by_name(extra: int) -> None:
+    """`get_episode_rewards()` gives one return per agent: fewer or more (a padded array) are
+    refused with `AgentCountError` naming the agent count at the episode's end, and that
+    episode is not recorded (not scored over the padding, or over what is there)."""
+    env = ExactAccountingEnv(num_agents=3, episode_length=2, reports_returns=True)
+    env.get_episode_rewards = lambda: np.full(3 + extra, 0.5)
+    curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2}),
+                                             algorithm=UniformConfig()))
+    wrapped = CurriculumEnv(env, curriculum, seed=1)
+    try:
+        wrapped.reset()
+        with pytest.raises(AgentCountError, match="num_agents"):
+            for _ in range(4):
+                wrapped.step(np.zeros(wrapped.action_space.shape, dtype=np.int32))
+        recorded = int(curriculum.tracker.completions.sum())
+    finally:
+        wrapped.close()
+        curriculum.close()
+    assert recorded == 0, f"{3 + extra} returns for 3 agents: the episode was recorded ({recorded} completions)"
+
+
 # (`terminals` rebound by a step ends no episode the wrapper can see; this env, ending by
 # terminals, then refuses its next step itself)
 @pytest.mark.parametrize(("name", "later"), [("rewards", "step"), ("truncations", "step"), ("rewards", "reset"),
