@@ -52,6 +52,7 @@ from curriculum import (
     CurriculumConfig,
     CurriculumConfigError,
     CurriculumEnv,
+    CurriculumStateError,
     EnvContractError,
     EpisodeNotStartedError,
     GymCurriculumEnv,
@@ -1008,6 +1009,40 @@ def test_episode_returns_for_another_agent_count_are_refused_by_name(extra: int)
         wrapped.close()
         curriculum.close()
     assert recorded == 0, f"{3 + extra} returns for 3 agents: the episode was recorded ({recorded} completions)"
+
+
+@pytest.mark.parametrize("pool", [4, 1024])
+def test_the_furthest_stage_broadcast_adopted_leaves_a_state_checkpoints_restore(pool: int) -> None:
+    """`apply_sync_state` refuses what `sync_state()` of a curriculum of this config could not
+    return: so the largest change count it adopts (found by bisection; for pools above 512
+    the task ids a refill hands out bound it before `MAX_COUNT` does) must leave a curriculum
+    whose own checkpoint restores, and the next count of that parity must be refused."""
+    config = CurriculumConfig(algorithm=_staged(), num_active_tasks=pool, seed=1)
+    low, high = 0, 2**64  # adopted at low (stage 0, even counts); refused at high
+    while high - low > 2:
+        middle = low + (high - low) // 4 * 2
+        copy = Curriculum(config)
+        try:
+            copy.apply_sync_state({"stage": 0, "stage_changes": middle})
+            low = middle
+        except CurriculumStateError:
+            high = middle
+        finally:
+            copy.close()
+    adopted = Curriculum(config)
+    try:
+        adopted.apply_sync_state({"stage": 0, "stage_changes": low})
+        state = adopted.get_state()
+    finally:
+        adopted.close()
+    fresh = Curriculum(config)
+    try:
+        fresh.load_state(state)
+    except CurriculumStateError as error:
+        pytest.fail(f"pool of {pool}: a broadcast of {low} stage changes was adopted, but the checkpoint of the "
+                    f"curriculum that adopted it is refused: {error}")
+    finally:
+        fresh.close()
 
 
 # (`terminals` rebound by a step ends no episode the wrapper can see; this env, ending by
