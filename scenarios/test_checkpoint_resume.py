@@ -629,7 +629,8 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
     twice in the pool or below 0, or kept for a slot it is not of, shares and rates above 1 or
     below 0, a sampling distribution with a negative chance, a last score outside the score
     range, a stage its stage changes cannot reach, a slot without completions that holds a score
-    sum or a last score, a number of the random state wider than its bits."""
+    sum or a last score, a number of the random state wider than its bits, a number wider than
+    its array's int64 or float64."""
     arrays = state["arrays"]
     pool = len(arrays["task_ids"])
     edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value): each range left on both sides
@@ -676,6 +677,12 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
             holder[name][index] = value
             where = f"{name}[{index}]={value!r} (saved {(arrays if name in arrays else state)[name][index]!r})"
         altered.append((where, changed))
+    for name, values in arrays.items():  # a number no array of its kind holds (int64, float64): a corrupt file
+        if values and type(values[0]) in (int, float):
+            for value in (2**64, -2**63 - 1) if type(values[0]) is int else (10**400,):
+                changed = plain_copy(state)
+                changed["arrays"][name][0] = value
+                altered.append((f"{name}[0]={value!r} (saved {values[0]!r})", changed))
     changed = plain_copy(state)  # a distribution that still sums to 1, with a negative chance in it
     chances = changed["probabilities"]
     chances[1] += chances[0] + 0.5
