@@ -5,7 +5,8 @@ every task may hold and how often each value must come up; `GeneratorSpec` holds
 `check_generator` compares a generator's tasks with it:
 
 - every task is a fresh config (changing one never shows in another, nor in the generator),
-  with the base config's fields, every bucket key set to one of its values (a range's ints
+  with the base config's fields (of their types: a defaultdict, an OrderedDict, a tuple stay
+  what they are), every bucket key set to one of its values (a range's ints
   are ints within both ends, its floats floats within them), and the label its values name;
 - the same id gives the same task again, from a fresh generator built with the same
   arguments, and in another process (`same_in_another_process`);
@@ -28,7 +29,7 @@ import math
 import os
 import subprocess
 import sys
-from collections import Counter
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,8 +65,9 @@ def _bucketed(spec: GeneratorSpec, seed: int) -> BucketedTaskGenerator:
                                  value_labels=spec.value_labels or None, seed=seed)
 
 
-_GRID = GeneratorSpec(
-    base={"game": {"name": "maze", "map": {"width": 0, "walls": [1, 2]}}, "mode": "train"},
+_GRID = GeneratorSpec(  # (containers other than dict and list in the base: a task keeps their types)
+    base={"game": {"name": "maze", "map": {"width": 0, "walls": [1, 2]}}, "mode": "train",
+          "rewards": defaultdict(float, goal=1.0)},
     buckets={"game.map.width": [10, 20, 40], "difficulty": [0, 1, 2, 3, 4], "opponents": [[1], [1, 2], [3]]},
     # the label map names a value the bucket does not hold (one map shared by several generators):
     # no task can get its label, so `labels` must not list it
@@ -87,7 +89,9 @@ _VALUE_LABELLED_REORDERED = GeneratorSpec(
     value_labels=dict(reversed(list(_VALUE_LABELLED.value_labels.items()))),
 )
 # (a config with a "label" key of its own: the label argument names the tasks, the key stays in their config)
-_SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}, "label": "from_the_config"}, label="single")
+_SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}, "label": "from_the_config",
+                              "rewards": defaultdict(float, lava=-1.0), "order": OrderedDict(first=1, second=2),
+                              "shape": (3, 4)}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
 # (the child of weight 0 between two others: every child after it keeps its own share)
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_NEVER, 0.0), (_INT_RANGE, 1.0), (_FLOAT_RANGE, 2)))
@@ -200,12 +204,23 @@ def _task_problem(spec: GeneratorSpec, cfg: Any, label: Any) -> str | None:
         problem = _value_problem(key, _get_path(cfg, key), values)
         if problem:
             return problem
-    if _without(cfg, list(spec.buckets)) != _blank_base(spec):
+    if _typed(_without(cfg, list(spec.buckets))) != _typed(_blank_base(spec)):
         return f"env_cfg {cfg!r} does not keep the base config {dict(spec.base)!r} outside the bucket keys"
     expected = _expected_label(spec, cfg)
     if label != expected:
         return f"label {label!r}, expected {expected!r} for {cfg!r}"
     return None
+
+
+def _typed(value: Any) -> Any:
+    """`value` with every container's type beside its content: a defaultdict equals a dict
+    and a tuple no list under `==`, but an env reading `cfg["rewards"]["lava"]` or a shape
+    tells them apart."""
+    if isinstance(value, Mapping):
+        return type(value).__name__, {key: _typed(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value).__name__, [_typed(item) for item in value]
+    return value
 
 
 _BLANK_BASES: dict[int, tuple[GeneratorSpec, dict[str, Any]]] = {}

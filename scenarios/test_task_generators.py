@@ -64,6 +64,22 @@ def test_another_seed_gives_other_tasks(scenario_seed) -> None:
             f"{len(ids)} ids")
 
 
+def test_task_ids_far_apart_give_independent_tasks(scenario_seed) -> None:
+    """Each task id seeds its own draws: ids that differ only in their high bits (2^32 or 2^53
+    apart: an id folded to 32 bits, or passed through a float) must not repeat each other's
+    tasks more than two generators of different seeds do."""
+    ids = _ids("pool")[:LIMITS.cross_process_tasks]
+    for name, spec in REFERENCE_GENERATORS.items():
+        if not spec.buckets and not spec.children:
+            continue
+        generator = build(spec, scenario_seed)
+        for offset in (2**32, 2**53):
+            same = sum(generator.generate(i) == generator.generate(i + offset) for i in ids)
+            assert same < len(ids) // 2, (
+                f"{name} generator: ids {offset} apart gave the same task for {same} of {len(ids)} ids, seed "
+                f"{scenario_seed}")
+
+
 def _change_in_place(value) -> None:
     """Change every dict and list reachable from `value`, each entry and its length (a caller
     reusing its own objects)."""
