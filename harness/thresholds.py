@@ -452,6 +452,8 @@ class WorkerStreamLimits:
     """Curricula built, wrapped with a seed and dropped one after another in one process."""
     unseeded_handles: int = 3
     """Processes that each attach a handle without a seed: their draws must all differ."""
+    reseed_episodes: int = 137
+    """Episodes recorded before a reseed (not a multiple of the pool: a batch of draws is in use)."""
 
 
 WORKER_STREAMS = WorkerStreamLimits()

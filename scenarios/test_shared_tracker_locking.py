@@ -1669,24 +1669,40 @@ def test_a_with_block_left_by_an_error_closes_the_curriculum(curriculum_factory,
         curriculum.close()
 
 
-@pytest.mark.parametrize("algorithm", ["learning_progress", "uniform"])
+#: What a closed curriculum still answers: what it was built as, not what it holds.
+_READABLE_WHEN_CLOSED = frozenset({"close", "attach", "is_shared", "num_active_tasks", "shared_memory_name", "tracker"})
+
+
+@pytest.mark.parametrize("algorithm", ["learning_progress", "uniform", "staged"])
 def test_a_closed_local_curriculum_refuses_every_call_by_name(uses_builtin_curriculum, require_capability,
                                                                scenario_seed, algorithm) -> None:
     """A closed curriculum of one process (no shared tracker) refuses an update, a draw and
-    every read with `CurriculumClosedError` naming the call, as a shared one does, whether or
+    every read of its state (each public method and property of `Curriculum` but what it was
+    built as) with `CurriculumClosedError` naming the call, as a shared one does, whether or
     not its batch of pre-drawn tasks was used up."""
     require_capability(uses_builtin_curriculum, "`CurriculumClosedError` is the built-in curriculum's refusal")
-    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="local")),
-                              algorithm=UniformConfig() if algorithm == "uniform" else LearningProgressConfig(),
-                              num_active_tasks=4, seed=scenario_seed)
+    generator = LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="local"))
+    if algorithm == "staged":
+        config = CurriculumConfig(algorithm=StagedProgressionConfig(stages=[Stage("first", generator),
+                                                                            Stage("second", generator)]),
+                                  num_active_tasks=4, seed=scenario_seed)
+    else:
+        config = CurriculumConfig(task_generator=generator, num_active_tasks=4, seed=scenario_seed,
+                                  algorithm=UniformConfig() if algorithm == "uniform" else LearningProgressConfig())
     closed = Curriculum(config)
     task = closed.get_task()
     closed.update_task_performance(task.task_id, 0.5)
+    state = closed.get_state()
     closed.close()
     calls = {"update_task_performance": (task.task_id, 0.5), "get_task": (), "stats": (), "active_tasks": (),
-             "sampling_probabilities": (), "task_scores": (), "get_state": (), "reseed": (1,)}
+             "sampling_probabilities": (), "task_scores": (), "get_state": (), "reseed": (1,), "load_state": (state,),
+             "sync_state": (), "apply_sync_state": ({"stage": 0, "stage_changes": 0},), "stage": None}
+    public = {name for name in dir(Curriculum) if not name.startswith("_")}
+    unlisted = sorted(public - set(calls) - _READABLE_WHEN_CLOSED)
+    assert not unlisted, f"public members of Curriculum this check does not call once closed: {unlisted}"
     wrong = {name: repr(error) for name, args in calls.items()
-             if not isinstance(error := _call_error(getattr(closed, name), *args), CurriculumClosedError)
+             if not isinstance(error := (_call_error(getattr, closed, name) if args is None else
+                                         _call_error(getattr(closed, name), *args)), CurriculumClosedError)
              or name not in str(error)}
     assert not wrong, (f"{algorithm}: calls through a closed local curriculum that were not refused with "
                        f"CurriculumClosedError naming the call: {wrong}, seed {scenario_seed}")

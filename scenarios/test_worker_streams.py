@@ -30,7 +30,7 @@ import numpy as np
 import pytest
 
 from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, CurriculumEnv, GymCurriculumEnv,
-                        LearningProgressConfig, SingleTaskGenerator, UniformConfig)
+                        LearningProgressConfig, SingleTaskGenerator, Stage, StagedProgressionConfig, UniformConfig)
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
@@ -368,3 +368,46 @@ def test_a_vector_returns_the_end_flags_its_envs_wrote(backend: str, end: str) -
     assert flags[end] > 0 and flags[other] == 0, (
         f"{backend}: envs whose episodes all end {end} (2 steps each, 4 envs, 6 steps) came back with {flags} "
         f"flags set: {end} ones expected, and no {other} one")
+
+
+#: What `reseed` may change in a checkpoint: the sampling stream and the draws refreshed from it.
+_STREAM_KEYS = frozenset({"rng", "draws", "draw_pos", "since_refresh", "probabilities"})
+
+
+@pytest.mark.parametrize("algorithm", ["uniform", "learning_progress", "staged"])
+def test_reseeding_changes_the_stream_and_nothing_recorded(uses_builtin_curriculum, require_capability,
+                                                           scenario_seed, algorithm) -> None:
+    """`reseed` gives a handle its own sampling stream; what was recorded (completions, scores,
+    how often each task was handed out, the algorithm's statistics, the stage) stays as it was:
+    the checkpoint taken just after differs from the one taken just before only in the stream
+    and the draws refreshed from it."""
+    require_capability(uses_builtin_curriculum, "compares the built-in curriculum's checkpoints")
+    generator = LabelledTaskGenerator(BucketedTaskGenerator({}, {"level": list(range(6))}, seed=scenario_seed))
+    if algorithm == "staged":
+        config = CurriculumConfig(algorithm=StagedProgressionConfig(stages=[Stage("first", generator),
+                                                                            Stage("second", generator)]),
+                                  num_active_tasks=8, seed=scenario_seed)
+    else:
+        config = CurriculumConfig(task_generator=generator, num_active_tasks=8, seed=scenario_seed,
+                                  algorithm=UniformConfig() if algorithm == "uniform" else LearningProgressConfig())
+    curriculum = Curriculum(config)
+    rng = np.random.default_rng(scenario_seed)
+    try:
+        for _ in range(LIMITS.reseed_episodes):
+            task = curriculum.get_task()
+            curriculum.update_task_performance(task.task_id, float(rng.random()))
+        before = curriculum.get_state()
+        curriculum.reseed(scenario_seed + 1)
+        after = curriculum.get_state()
+    finally:
+        curriculum.close()
+    changed = sorted(key for key in before if key != "arrays" and key not in _STREAM_KEYS
+                     and not _same(before[key], after[key]))
+    changed += sorted(f"arrays/{name}" for name in before["arrays"]
+                      if not _same(before["arrays"][name], after["arrays"][name]))
+    assert not changed, (f"{algorithm}: reseed({scenario_seed + 1}) after {LIMITS.reseed_episodes} episodes changed "
+                         f"what was recorded: {changed}, seed {scenario_seed}")
+
+
+def _same(a: Any, b: Any) -> bool:
+    return bool(np.array_equal(np.asarray(a, dtype=object), np.asarray(b, dtype=object)))
