@@ -61,8 +61,9 @@ class GeneratorSpec:
 
 
 def _bucketed(spec: GeneratorSpec, seed: int) -> BucketedTaskGenerator:
+    # (value labels as given: a spec without any passes an empty mapping, which labels nothing, as None does)
     return BucketedTaskGenerator(spec.base, spec.buckets, label=spec.label or None,
-                                 value_labels=spec.value_labels or None, seed=seed)
+                                 value_labels=spec.value_labels, seed=seed)
 
 
 _GRID = GeneratorSpec(  # (containers other than dict and list in the base: a task keeps their types)
@@ -93,6 +94,8 @@ _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}, "l
                               "rewards": defaultdict(float, lava=-1.0), "order": OrderedDict(first=1, second=2),
                               "shape": (3, 4)}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
+# no label, no value labels (an empty mapping of them): every task's label is "default"
+_UNLABELLED = GeneratorSpec(base={"kind": "plain"}, buckets={"level": [1, 2, 3], "size": ValueRange(0, 4)})
 # (the child of weight 0 between two others: every child after it keeps its own share)
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_NEVER, 0.0), (_INT_RANGE, 1.0), (_FLOAT_RANGE, 2)))
 # children that share labels (a difficulty label reused across task families): the set lists each once;
@@ -122,7 +125,7 @@ def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
 REFERENCE_GENERATORS: dict[str, GeneratorSpec] = {
     "grid": _GRID, "value_labelled": _VALUE_LABELLED, "value_labels_reordered": _VALUE_LABELLED_REORDERED,
     "int_range": _INT_RANGE, "float_range": _FLOAT_RANGE,
-    "single": _SINGLE, "weighted": _WEIGHTED, "weighted_shared_labels": _SHARED_LABELS,
+    "single": _SINGLE, "weighted": _WEIGHTED, "weighted_shared_labels": _SHARED_LABELS, "unlabelled": _UNLABELLED,
 }
 """The generators the gate checks, by name."""
 

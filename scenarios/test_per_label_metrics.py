@@ -171,7 +171,7 @@ _VALUE_KINDS = (
 #: a counter or an identifier is named by a whole part), and identifiers, at every depth.
 _INFO_KEYS = ("episodes", "completions", "rate", "score", "task_id", "total_completions", "deep/episodes", "deep/rate",
               "deep/deeper/score", "deep/episodes_per_hour", "deep/task_id", "deep/deeper/task_id", "task", "deep/id",
-              "episode")
+              "episode", "per_label_samples/nav/maze")  # (a per-label counter whose label holds a '/')
 #: Where an env's info puts its keys: under its own group, or at the top of the dict.
 _INFO_GROUPS = ("env", None)
 _TOP_LEVEL_KEYS = ("env", *{key.split("/", 1)[0] for key in _INFO_KEYS})
