@@ -1301,6 +1301,23 @@ def _held_here(paths: set[str]) -> list[str]:
     return held
 
 
+def _played_shared_curriculum(curriculum_factory, require_capability, seed: int) -> tuple[Any, set[str]]:
+    """A shared curriculum of 4 tasks that recorded 10 episodes, and the paths of its block's
+    files (skipped when its memory is no file under `SEGMENT_DIR` the process holds)."""
+    before = set(os.listdir(SEGMENT_DIR))
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, seed, pool=4)
+    try:
+        paths = {os.path.join(SEGMENT_DIR, name) for name in set(os.listdir(SEGMENT_DIR)) - before}
+        for _ in range(10):
+            curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
+        require_capability(bool(paths) and bool(_held_here(paths)),
+                           f"this curriculum's shared memory is not a file under {SEGMENT_DIR} held by the process")
+    except BaseException:
+        curriculum.close()
+        raise
+    return curriculum, paths
+
+
 def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, require_capability,
                                                          scenario_seed) -> None:
     """`close()` lets go of everything the shared tracker opened: no descriptor and no mapping
@@ -1309,15 +1326,9 @@ def test_a_closed_curriculum_holds_nothing_of_its_memory(curriculum_factory, req
     attach refused for another config holds nothing either, right after the refusal (no
     collection of garbage in between: a handle left to the garbage collector stays open for
     as long as anything keeps the error's traceback)."""
-    before = set(os.listdir(SEGMENT_DIR))
-    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    curriculum, paths = _played_shared_curriculum(curriculum_factory, require_capability, scenario_seed)
     try:
-        paths = {os.path.join(SEGMENT_DIR, name) for name in set(os.listdir(SEGMENT_DIR)) - before}
-        for _ in range(10):
-            curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
         held = _held_here(paths)
-        require_capability(bool(paths) and bool(held),
-                           f"this curriculum's shared memory is not a file under {SEGMENT_DIR} held by the process")
         attach, name = getattr(type(curriculum), "attach", None), getattr(curriculum, "shared_memory_name", None)
         if callable(attach) and name:
             other = dataclasses.replace(curriculum.config, num_active_tasks=curriculum.config.num_active_tasks + 1)
@@ -1347,14 +1358,8 @@ def test_an_array_kept_from_a_closed_curriculum_stays_readable(curriculum_factor
     it) and reads it after `close()` reads what was recorded: the process must not crash on
     memory unmapped under the array. Once the last such array is dropped, nothing of the
     block is held any more. (Run in a forked child: a crash ends the child, not the gate.)"""
-    before = set(os.listdir(SEGMENT_DIR))
-    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    curriculum, paths = _played_shared_curriculum(curriculum_factory, require_capability, scenario_seed)
     try:
-        paths = {os.path.join(SEGMENT_DIR, name) for name in set(os.listdir(SEGMENT_DIR)) - before}
-        for _ in range(10):
-            curriculum.update_task_performance(curriculum.get_task().task_id, 0.5)
-        require_capability(bool(paths) and bool(_held_here(paths)),
-                           f"this curriculum's shared memory is not a file under {SEGMENT_DIR} held by the process")
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the child reports by its exit code
             code = 1
