@@ -30,7 +30,7 @@ import pytest
 
 from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, CurriculumConfigError,
                         LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig,
-                        gini_coefficient, normalized_entropy)
+                        TaskGenerator, gini_coefficient, normalized_entropy)
 from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, STATE_FIELDS, id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.copies import plain_copy
@@ -649,21 +649,42 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
 
 
-def test_a_pool_of_one_configuration_follows_the_documented_rules(curriculum_factory, require_capability,
-                                                                  scenario_seed) -> None:
+class _Copies(TaskGenerator):
+    """Task id `k`: learnable configuration `k % configurations` (rate 0.2), tagged with `k`; a
+    pool whose size is a multiple of `configurations` starts with as many copies of each."""
+
+    def __init__(self, configurations: int) -> None:
+        self.configurations = configurations
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        return {"kind": "learnable", "rate": 0.2, "variant": task_id % self.configurations,
+                "level_seed": task_id}, "learnable"
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "copies", "configurations": self.configurations}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return ("learnable",)
+
+
+@pytest.mark.parametrize("configurations", [1, 8])
+def test_a_pool_of_copies_follows_the_documented_rules(curriculum_factory, require_capability, scenario_seed,
+                                                       configurations: int) -> None:
     """The rules hold also when every configuration has as many copies as every other: here
-    each slot is a copy of one learnable configuration (its tasks differ only by a tag taken
-    from the task id), learned, kept while nothing better can be admitted, forgotten halfway
-    and learned again. Shares of the pool counted per configuration are uniform, the case an
-    implementation may take a shortcut for."""
-    generator = TaggedTasks(BucketedTaskGenerator({}, {"kind": ["learnable"], "rate": [0.05]},
-                                                  value_labels={"kind": {"learnable": "learnable"}}, seed=scenario_seed))
-    curriculum_config = CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(config_memory=64),
-                                         num_active_tasks=16, seed=scenario_seed, refresh_interval=1)
-    decided = _follow_rules(curriculum_factory, require_capability, curriculum_config, "one configuration",
-                            LIMITS.rules_one_configuration_episodes)
+    the 16 slots hold copies of one learnable configuration, or two of each of 8 (their tasks
+    differ only by a tag taken from the task id), learned, kept while nothing better can be
+    admitted, forgotten halfway and learned again. Shares of the pool counted per
+    configuration are uniform, the case an implementation may take a shortcut for; with 8,
+    the learned configurations fill exactly half the pool, which "more than half" keeps."""
+    curriculum_config = CurriculumConfig(task_generator=_Copies(configurations),
+                                         algorithm=LearningProgressConfig(config_memory=64), num_active_tasks=16,
+                                         seed=scenario_seed, refresh_interval=1)
+    decided = _follow_rules(curriculum_factory, require_capability, curriculum_config,
+                            f"{configurations} configuration(s)", LIMITS.rules_one_configuration_episodes)
     assert decided["revisit learned"] >= LIMITS.rules_min_steps, (
-        f"[one configuration] the pool was not learned: rules decided {dict(decided)}, seed {scenario_seed}")
+        f"[{configurations} configuration(s)] the pool was not learned: rules decided {dict(decided)}, seed "
+        f"{scenario_seed}")
 
 
 def test_labels_the_table_cannot_place_follow_the_documented_rules(curriculum_factory, require_capability,
