@@ -72,7 +72,7 @@ ACCOUNTING_TASKS = (
     {"reward_per_step": 0.0625, "episode_length": 2, "end": "truncated"},
 )
 WORKER_OPTIONS = {"num_cpus": 0}  # the cluster's two CPUs are the machine's: workers do not reserve them
-TIMEOUT = 30.0
+TIMEOUT = 120.0  # a hang detector, not a measure: Ray workers starting on two busy cores took over 30 s
 
 
 def _import_root(module_name: str, module_file: str | None) -> str | None:
