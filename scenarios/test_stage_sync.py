@@ -25,14 +25,12 @@ worker copies follow the main one, and refuses the rest by name.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import inspect
 import multiprocessing as mp
 import pickle
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -43,6 +41,7 @@ from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfi
 from curriculum.vector import StageBroadcast, make_curriculum_vecenv
 from harness.envs import INFO_FORMATS, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
+from harness.processes import start_method
 from harness.protocol import missing_capabilities
 from harness.thresholds import STAGE_SYNC as LIMITS
 
@@ -90,20 +89,6 @@ def _stages_misreported(episodes) -> list[tuple[str, int, object, int]]:
             if ended.claims.get("curriculum_stats/stage") != int(following.record.label.rsplit("_", 1)[1])]
 
 
-@contextlib.contextmanager
-def _start_method(method: str | None) -> Iterator[None]:
-    """Worker processes started by `method` (None: this platform's default) within the block."""
-    if method is None:
-        yield
-        return
-    before = mp.get_start_method(allow_none=True)
-    mp.set_start_method(method, force=True)
-    try:
-        yield
-    finally:
-        mp.set_start_method(before, force=True)
-
-
 # (backend, tracking); "Multiprocessing-forkserver": workers started by a fork server (Python
 # 3.14's default on Linux, and what trainers that use torch often choose), whose parent is the
 # server, not the trainer, and which receive the curriculum and the stage broadcast pickled
@@ -115,7 +100,7 @@ _VECTORS = [("Serial", "shared"), ("Serial", "centralized"), ("Multiprocessing",
 def test_workers_agree_on_the_stage_and_record_every_episode_once(
     curriculum_factory, require_capability, scenario_seed, backend, tracking, check_limit, golden, oracle
 ) -> None:
-    with _start_method(backend.partition("-")[2] or None):
+    with start_method(backend.partition("-")[2] or None):
         _check_workers_agree(curriculum_factory, require_capability, scenario_seed, backend, tracking, check_limit,
                              golden, oracle)
 

@@ -44,6 +44,7 @@ from curriculum import vector as vector_module
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
+from harness.processes import held_resources, start_method
 from harness.thresholds import WORKER_FAILURES as LIMITS
 
 
@@ -562,6 +563,36 @@ def test_a_vector_dropped_without_close_stops_its_workers(uses_builtin_curriculu
             f"(the vector was never collected, or collecting it stopped nothing), seed {scenario_seed}")
     finally:
         curriculum.close()
+
+
+@pytest.mark.parametrize("method", [None, "forkserver"])
+def test_a_worker_holds_as_much_with_one_env_as_with_many(uses_builtin_curriculum, require_capability,
+                                                          method: str | None) -> None:
+    """A worker process watches its trainer once, however many envs it runs: the threads each
+    worker runs after a few steps are the same with one env per worker as with four, whether
+    its parent is the trainer (this platform's start method) or a fork server, and so are the
+    file descriptors a fork server's worker holds (a watcher thread or a descriptor per env
+    would grow with the vector and live as long as the worker)."""
+    require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
+    held: dict[int, list[tuple[int, ...]]] = {}
+    counted = 2 if method == "forkserver" else 1  # a forked worker also holds the trainer's descriptors
+    with start_method(method):
+        for per_worker in (1, 4):
+            curriculum = Curriculum(_config(0), shared_memory=True)
+            try:
+                with make_curriculum_vecenv(ExactAccountingEnv, curriculum, backend="Multiprocessing",
+                                            tracking="shared", num_envs=per_worker,
+                                            num_workers=1, overwork=True) as vecenv:
+                    vecenv.reset(seed=0)
+                    for _ in range(LIMITS.steps_before):
+                        vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+                    held[per_worker] = [held_resources(process.pid)[:counted] for process in vecenv.vecenv.processes]
+            finally:
+                curriculum.close()
+    assert held[1] == held[4], (
+        f"workers started by {method or mp.get_start_method()} hold ({'threads, file descriptors' if counted == 2 else 'threads,'}) "
+        f"{held[4]} with 4 envs "
+        f"each but {held[1]} with 1: what a worker opens once per process was opened once per env")
 
 
 def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability) -> None:
