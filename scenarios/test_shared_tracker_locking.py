@@ -1767,10 +1767,12 @@ def test_a_creator_killed_outright_leaves_no_block_behind(uses_builtin_curriculu
 _LIBRARY = os.path.dirname(os.path.abspath(memory.__file__))
 
 
-def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | None) -> int | None:
+def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | None, *,
+                        close_first: bool = False) -> int | None:
     """In a forked copy: a completion of `before` (untraced), then one of `task_id`, the copy
     killed (`os._exit`: no cleanup, no lock released) just before the `kill_at`-th line the
-    library runs for it; returns the lines it ran when it was not killed."""
+    library runs for it (`close_first`: after closing its curriculum there, as a signal
+    handler that closes it and exits does); returns the lines it ran when it was not killed."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -1784,6 +1786,9 @@ def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | No
                 if event == "line":
                     lines += 1
                     if lines == kill_at:
+                        if close_first:
+                            sys.settrace(None)
+                            curriculum.close()
                         os._exit(0)
                 return count
 
@@ -1841,12 +1846,17 @@ def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(us
         lines = _complete_in_a_fork(curriculum, before, target, None)
         committed: list[dict[str, np.ndarray]] = []
         repaired: list[tuple[int, dict[str, np.ndarray]]] = []
+        closed: list[tuple[int, dict[str, np.ndarray]]] = []
         for kill_at in range(1, lines + 1):
             curriculum.load_state(start)
             repairs = backend.repairs
             _complete_in_a_fork(curriculum, before, target, kill_at)
             state = tracker.snapshot()
             (repaired.append((kill_at, state)) if backend.repairs > repairs else committed.append(state))
+        for kill_at in [kill_at for kill_at, _ in repaired]:  # inside a transaction, closed there first
+            curriculum.load_state(start)
+            _complete_in_a_fork(curriculum, before, target, kill_at, close_first=True)
+            closed.append((kill_at, tracker.snapshot()))
         assert len(repaired) >= LIMITS.kill_min_repaired, (
             f"only {len(repaired)} of {lines} kills left a transaction open, seed {scenario_seed}: the check measured "
             "too little")
@@ -1861,6 +1871,13 @@ def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(us
             f"{len(wrong)} of {len(repaired)} writers killed inside a transaction (one run per line of a completion "
             f"that evicts, {lines} lines) left, once repaired, a state no run of whole transactions leaves: "
             f"(line killed at, arrays unlike any committed state) {wrong[:5]}, seed {scenario_seed}")
+        killed = dict(repaired)
+        unlike = [(kill_at, sorted(name for name in state if not np.array_equal(state[name], killed[kill_at][name])))
+                  for kill_at, state in closed if not same(state, killed[kill_at])]
+        assert not unlike, (
+            f"{len(unlike)} of {len(closed)} writers that closed their curriculum inside a transaction, then exited, "
+            "left a state unlike that of a writer killed at the same line (closing must not commit half a "
+            f"transaction): (line, arrays that differ) {unlike[:5]}, seed {scenario_seed}")
     finally:
         curriculum.close()
 
