@@ -331,7 +331,10 @@ def test_late_completions_change_nothing_but_the_late_count(curriculum_factory, 
 def test_shared_memory_changes_nothing(curriculum_factory, require_capability, scenario_seed, setup) -> None:
     """The same run with its statistics in shared memory (one process) hands out the same tasks
     and reports the same numbers as with local ones: the shared tracker's transactions, journal
-    and versions are bookkeeping, never part of the curriculum's choices."""
+    and versions are bookkeeping, never part of the curriculum's choices. Nor is the handle
+    that records: in the evicting learning-progress run, completions recorded through a
+    second handle (`attach`) of the shared curriculum, whose first handle draws the tasks,
+    change nothing either."""
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option")
     if setup == "staged":
@@ -351,6 +354,46 @@ def test_shared_memory_changes_nothing(curriculum_factory, require_capability, s
     _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
     differ = _trace_mismatches(reference, run)
     assert not differ, f"{what}: stats() differ from the local run's, seed {scenario_seed}: " + "; ".join(differ[:5])
+    attach = getattr(type(shared), "attach", None)
+    if setup == "staged" or attach is None or getattr(shared, "shared_memory_name", None) is None:
+        return  # (a drawing handle learns of a stage change at its next batch of draws)
+    space = make_space(scenario_seed)
+    drawer = curriculum_factory(make_config(space, scenario_seed), shared_memory=True)
+    recorder = attach(drawer.shared_memory_name, make_config(space, scenario_seed))
+    try:
+        elsewhere = _Run(_RecordedElsewhere(drawer, recorder), space)
+    finally:
+        recorder.close()
+        drawer.close()
+    what = f"{setup}, completions recorded through a second handle of the shared curriculum"
+    _assert_same_stream(run.ids, elsewhere.ids, what, scenario_seed)
+    differ = _trace_mismatches(run, elsewhere, expected=_RecordedElsewhere.drawn)
+    assert not differ, (f"{what}: stats() differ from those of the handle that drew and recorded, seed "
+                        f"{scenario_seed}: " + "; ".join(differ[:5]))
+
+
+class _RecordedElsewhere:
+    """A shared curriculum whose tasks one handle draws and another (a recorder in the main
+    process, a second process) records: what a completion does may not depend on which
+    handle handed the task out."""
+
+    def __init__(self, drawer: Any, recorder: Any) -> None:
+        self.drawer, self.recorder = drawer, recorder
+
+    def get_task(self) -> Any:
+        return self.drawer.get_task()
+
+    def update_task_performance(self, task_id: int, score: float) -> Any:
+        return self.recorder.update_task_performance(task_id, score)
+
+    def stats(self) -> dict[str, Any]:
+        return self.drawn(self.drawer.stats())
+
+    @staticmethod
+    def drawn(stats: dict[str, Any]) -> dict[str, Any]:
+        """`stats` but the entropy of the distribution drawn from: a handle that draws and does
+        not record refreshes it at its next draw, not at the completion that made it due."""
+        return {name: value for name, value in stats.items() if name != "sampling_entropy"}
 
 
 def _scribble(value: Any) -> None:
