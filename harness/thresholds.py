@@ -342,6 +342,16 @@ class RayServiceLimits:
     """Episodes of an older stage one worker may start after the service advanced: the
     client's documented staleness bound (`curriculum.ray_service`: a task handed out was drawn
     at most `prefetch` of this worker's draws earlier), so exactly `prefetch`; no tolerance."""
+    max_delay: float = 0.05
+    """`CurriculumClient(max_delay=)` of the time-bound check (seconds)."""
+    max_delay_interval: float = 0.02
+    """Seconds between that check's completions (a sleep: under load only longer, and fewer queue)."""
+    max_delay_batch_size: int = 64
+    """Its batch size: far above what `max_delay` lets queue."""
+    max_delay_completions: int = 30
+    """Completions of the time-bound check."""
+    schedule_calls: int = 1000
+    """Calls of the service's accounts check (a seeded schedule of what 3+ clients do)."""
 
 
 RAY_SERVICE = RayServiceLimits()

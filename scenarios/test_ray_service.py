@@ -18,6 +18,10 @@ every episode's own late verdict is in its info).
    at most `prefetch` episodes of an older stage (the client's documented staleness bound).
 3. Late verdicts that come back later: two envs in the driver share a client that batches;
    their own counters add up their infos, and with what the client still holds, the service's.
+4. The service's accounts under any schedule: its body (`CurriculumService`, in the driver)
+   driven by a seeded random schedule of what clients do (batches, refills, resends of a
+   batch whose reply was lost, a completion right after its task was handed out, release,
+   declared lost, a restore) against a model of the documented protocol, after every call.
 
 Runs whenever Ray is importable (the `[ray]` extra); the module skips otherwise. The factory
 must be importable in the actor's process (Ray pickles it by reference); the driver's import
@@ -28,8 +32,10 @@ roots are passed to the workers. The Ray backend uses its own env wrapper, so
 from __future__ import annotations
 
 import logging
+import math
 import os
 import sys
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -50,7 +56,8 @@ from curriculum import (  # noqa: E402
 try:
     import ray
 
-    from curriculum.ray_service import CurriculumClient, start_curriculum_service, stop_curriculum_service
+    from curriculum.ray_service import (CurriculumClient, CurriculumService, start_curriculum_service,
+                                        stop_curriculum_service)
 except ImportError:  # the tests skip one by one (a skipped module would escape `--expect` files' test globs)
     ray = None
 from curriculum.stats import COMPLETIONS, LATE_COMPLETIONS, accumulate_rollout_stats, stat_key  # noqa: E402
@@ -177,6 +184,13 @@ def test_every_episode_is_recorded_exactly_once_through_the_service(serve, uses_
                 f"{context}: the run never exercised late completions ({late} late, {evictions} evictions in "
                 f"{records} episodes), seed {scenario_seed}")
         watcher.verify(client)
+        accounts, open_clients = client.service_stats(), ray.get(service.client_accounts.remote(), timeout=TIMEOUT)
+        assert list(open_clients) == [client.client_id] and accounts["issued_tasks"] == sum(
+            accounts[name] for name in ("acknowledged_completions", "lost_tasks", "abandoned_tasks",
+                                        "outstanding_tasks")), (
+            f"{context}: once the vector closed, the service holds clients {open_clients} (only the driver's "
+            f"{client.client_id} is open: the workers' clients sent what they queued, then left) and accounts "
+            f"{accounts}, where issued_tasks == acknowledged + lost + abandoned + outstanding, seed {scenario_seed}")
         golden({"vec_steps": LIMITS.accounting_vec_steps, "episodes": records, "recorded_plus_late": recorded + late})
     finally:
         client.close()
@@ -188,9 +202,11 @@ def test_wrappers_on_a_batching_client_count_every_verdict_it_hands_over(serve, 
     a completion's verdict comes back with a later call). The envs' own counters
     (`completions`, `late_completions`) must add up what their episodes' infos report; the
     completions must be the service's, and the late verdicts the infos report plus those the
-    client still holds after the last episode must be the service's late completions."""
-    service = serve(accounting_config(scenario_seed))
-    client = CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=LIMITS.deferred_batch_size,
+    client still holds after the last episode must be the service's late completions. Closed
+    with completions queued, the client sends them, then leaves: the service keeps no record of
+    it, and every task it issued was acknowledged or abandoned."""
+    actor = serve(accounting_config(scenario_seed))
+    client = CurriculumClient(actor, prefetch=LIMITS.prefetch, batch_size=LIMITS.deferred_batch_size,
                               timeout=TIMEOUT)
     envs = [CurriculumEnv(ExactAccountingEnv(seed=scenario_seed + i), client, seed=scenario_seed + i)
             for i in range(2)]
@@ -213,9 +229,46 @@ def test_wrappers_on_a_batching_client_count_every_verdict_it_hands_over(serve, 
         if uses_builtin_curriculum:  # a plug-in that never evicts has no late completions to account for
             assert service[1] > 0, (
                 f"the batching run never exercised late completions ({service[0]} episodes), seed {scenario_seed}")
+        while not client.pending_completions:  # the client closes with completions queued
+            for env in envs:
+                env.step(np.zeros_like(env.actions))
+        queued = client.pending_completions
+        client.close()
+        stats, accounts, open_clients = ray.get([actor.stats.remote(), actor.service_stats.remote(),
+                                                 actor.client_accounts.remote()], timeout=TIMEOUT)
+        assert not open_clients and accounts["outstanding_tasks"] == 0 and accounts["acknowledged_completions"] == (
+            stats["total_completions"] + stats["late_completions"]) and accounts["issued_tasks"] == (
+            accounts["acknowledged_completions"] + accounts["abandoned_tasks"]), (
+            f"a batching client closed with {queued} completion(s) queued left the service with open clients "
+            f"{open_clients}, accounts {accounts} and {stats['total_completions']} + {stats['late_completions']} "
+            "completions recorded: closing sends the queue, then leaves (every task acknowledged or abandoned), "
+            f"seed {scenario_seed}")
     finally:
         for env in envs:
             env.close()
+        client.close()
+
+
+def test_the_oldest_queued_completion_waits_at_most_max_delay(serve, scenario_seed) -> None:
+    """The staleness bound in time: with `max_delay`, a batch goes out at the first call after
+    the oldest queued completion has waited that long, however many completions came since.
+    Completions `max_delay_interval` seconds apart (slower under load: never faster) then never
+    queue more than those that fit in `max_delay`, plus the one that finds it overdue."""
+    client = CurriculumClient(serve(accounting_config(scenario_seed)), prefetch=LIMITS.prefetch,
+                              batch_size=LIMITS.max_delay_batch_size, timeout=TIMEOUT, max_delay=LIMITS.max_delay)
+    bound = math.floor(LIMITS.max_delay / LIMITS.max_delay_interval) + 1
+    queued = []
+    try:
+        for _ in range(LIMITS.max_delay_completions):
+            task = client.get_task()
+            time.sleep(LIMITS.max_delay_interval)
+            client.update_task_performance(task.task_id, 0.5)
+            queued.append(client.unsent_completions)
+        assert max(queued) <= bound, (
+            f"completions {LIMITS.max_delay_interval} s apart, max_delay={LIMITS.max_delay} s, batch size "
+            f"{LIMITS.max_delay_batch_size}: up to {max(queued)} queued (after each completion: {queued}); the oldest "
+            f"may wait max_delay, so at most {bound}, seed {scenario_seed}")
+    finally:
         client.close()
 
 
@@ -298,3 +351,180 @@ def test_workers_never_run_ahead_of_the_service_and_lag_at_most_their_queue(
                 "regressions": stats["regressions"]})
     finally:
         client.close()
+
+
+class _ModelClient:
+    """What one client of `_ServiceModel` holds: the tasks handed to it (id, epoch), its last
+    batch and verdicts, and its documented accounts."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.tasks: list[tuple[int, str]] = []
+        self.seq = 0
+        self.last: tuple[int, list[tuple[int, float, str]], list[Any]] | None = None
+        self.issued = self.acknowledged = 0
+        self.lost = False
+
+
+_SCHEDULE = {"batch": 24, "refill": 12, "resend": 3, "complete now": 3, "new client": 1, "release": 1, "lost": 1,
+             "checkpoint": 1, "restore": 1}
+"""The relative weights of a client's calls in the schedule (`LIMITS.schedule_calls` calls)."""
+
+
+@pytest.mark.parametrize("setup", ["evicting", "staged"])
+def test_the_service_accounts_for_every_task_whatever_its_clients_do(ray_cluster, curriculum_factory,
+                                                                      uses_builtin_curriculum, require_capability,
+                                                                      scenario_seed, setup) -> None:
+    """After every call of a seeded schedule of client calls, the service's body answers as the
+    protocol says: a batch gets one verdict per completion, recorded or late, never refused for
+    a task it issued (of this incarnation or an earlier one); a resent batch is answered from
+    its record and changes nothing, whatever came between; a client declared lost is refused;
+    a task handed out with a batch's verdicts is in the pool the batch left (completed at once,
+    it is recorded) and of the stage the answer reports; the curriculum counted every
+    completion once; and `service_stats()` and `client_accounts()` equal the model's accounts
+    (`issued == acknowledged + lost + abandoned + outstanding`)."""
+    config = accounting_config(scenario_seed) if setup == "evicting" else staged_config(scenario_seed)
+    power = 1.0 if setup == "evicting" else 0.05  # scores: uniform (evictions), or mostly above the stage threshold
+    try:
+        service = CurriculumService(config, factory=curriculum_factory)
+    except (CurriculumConfigError, NotImplementedError) as error:
+        require_capability(False, f"the {setup} schedule needs a {setup} curriculum; the factory refused the config: "
+                                  f"{type(error).__name__}: {error}")
+    require_capability(setup != "staged" or service.describe()["stage"] is not None,
+                       "the staged schedule checks the stage of the tasks handed out; this curriculum has none")
+    try:
+        snapshot = service.get_state()
+    except (AttributeError, NotImplementedError):  # a plug-in without checkpoints: no restores in the schedule
+        snapshot = None
+    rng = np.random.default_rng(scenario_seed)
+    clients: list[_ModelClient] = []
+    totals = Counter()
+    epoch = service.describe()["epoch"]
+    stats = service.stats()
+    counted = stats["total_completions"] + stats["late_completions"]
+    made = Counter()
+
+    def open_client() -> _ModelClient:
+        client = _ModelClient(f"client-{len(made)}")
+        made[client.name] += 1
+        service.describe(client.name)
+        clients.append(client)
+        return client
+
+    def send(client: _ModelClient, seq: int, items: list[tuple[int, float, str]], want: int) -> dict[str, Any]:
+        answer = service.exchange(client.name, seq, items, want)
+        if setup == "staged":
+            stages = [LENGTH_TO_STAGE[env_cfg["episode_length"]] for _, env_cfg, _, _ in answer["tasks"]]
+            assert all(stage == answer["stage"] for stage in stages), (
+                f"{client.name}'s batch {seq}: handed tasks of stages {stages} in an answer at stage {answer['stage']}, "
+                f"seed {scenario_seed}")
+        for task_id, _, _, _ in answer["tasks"]:
+            client.tasks.append((task_id, answer["epoch"]))
+        client.issued += len(answer["tasks"])
+        totals["issued"] += len(answer["tasks"])
+        return answer
+
+    def batch(client: _ModelClient, picked: list[int], want: int, where: str) -> list[Any] | None:
+        """Complete `client`'s tasks at `picked` in one new batch that asks for `want` tasks; its
+        verdicts (None for a client declared lost, which is refused)."""
+        nonlocal counted
+        items = [(task_id, float(rng.random() ** power), issued_by) for task_id, issued_by in
+                 (client.tasks.pop(i) for i in sorted(picked, reverse=True))]
+        client.seq += 1
+        answer = send(client, client.seq, items, want)
+        results = answer["results"]
+        assert len(results) == len(items), f"{where}: {len(items)} completions sent, {len(results)} verdicts"
+        if client.lost:
+            assert all(isinstance(r, list) for r in results) and not answer["tasks"], (
+                f"{where}: a client declared lost got verdicts {results} and {len(answer['tasks'])} tasks; "
+                "whatever it sends is refused and it is handed nothing")
+            return None
+        refused = [(item, r) for item, r in zip(items, results) if not isinstance(r, bool)]
+        assert not refused, f"{where}: completions of tasks the service issued were refused: {refused[:3]}"
+        client.last = (client.seq, items, results)
+        totals["late"] += results.count(False)
+        current = sum(1 for item in items if item[2] == epoch)
+        client.acknowledged += current
+        totals["acknowledged"] += current
+        totals["carried_over"] += len(items) - current
+        counted += len(items)
+        return results
+
+    for _ in range(3):
+        open_client()
+    for call in range(1, LIMITS.schedule_calls + 1):
+        kind = rng.choice(list(_SCHEDULE), p=np.array(list(_SCHEDULE.values())) / sum(_SCHEDULE.values()))
+        if kind in ("checkpoint", "restore") and snapshot is None:
+            continue
+        client = clients[rng.integers(len(clients))] if clients else open_client()
+        where = f"[{setup}] call {call} ({kind}, {client.name}), seed {scenario_seed}"
+        if kind == "batch":
+            picked = rng.choice(len(client.tasks), size=min(len(client.tasks), rng.integers(0, 7)), replace=False)
+            batch(client, picked.tolist(), int(rng.integers(0, 7)), where)
+        elif kind == "complete now":  # a batch that asks for one task, then that task completed at once
+            if client.lost or not client.tasks:
+                continue
+            if batch(client, [int(rng.integers(len(client.tasks)))], 1, where):
+                results = batch(client, [len(client.tasks) - 1], 0, where)
+                assert results == [True], (
+                    f"{where}: the task the batch before was answered with, completed with nothing in between, got "
+                    f"verdict {results} (late: it was not in the pool when it was handed out)")
+        elif kind == "refill":
+            send(client, 0, [], int(rng.integers(1, 7)))
+        elif kind == "resend":
+            if client.last is None:
+                continue
+            seq, items, results = client.last
+            answer = send(client, seq, items, 0)
+            totals["resent"] += 1
+            if not client.lost:
+                assert answer["results"] == results, (
+                    f"{where}: batch {seq} resent got verdicts {answer['results']}, first {results} (a resend is "
+                    "answered from the record of the batch)")
+        elif kind == "new client":
+            open_client()
+        elif kind == "release":
+            service.release(client.name)
+            clients.remove(client)
+            if not client.lost:
+                totals["abandoned"] += client.issued - client.acknowledged
+        elif kind == "lost":
+            if client.lost:
+                continue
+            lost = service.declare_lost(client.name)
+            assert lost == client.issued - client.acknowledged, (
+                f"{where}: declare_lost counted {lost} tasks lost, the client had "
+                f"{client.issued - client.acknowledged} outstanding")
+            client.lost = True
+            totals["lost"] += lost
+            totals["lost_clients"] += 1
+        elif kind == "checkpoint":
+            snapshot = service.get_state()
+        elif kind == "restore":
+            error = service.load_state(snapshot)
+            assert error is None, f"{where}: the service refused its own snapshot: {error}"
+            epoch = service.describe()["epoch"]
+            stats = service.stats()
+            counted = stats["total_completions"] + stats["late_completions"]
+        stats = service.stats()
+        assert stats["total_completions"] + stats["late_completions"] == counted, (
+            f"{where}: the curriculum counts {stats['total_completions']} completions and "
+            f"{stats['late_completions']} late ones, {stats['total_completions'] + stats['late_completions']} in "
+            f"all; every completion sent once since the last restore makes {counted}")
+        accounts = service.service_stats()
+        expected = {"issued_tasks": totals["issued"], "acknowledged_completions": totals["acknowledged"],
+                    "carried_over_completions": totals["carried_over"], "lost_tasks": totals["lost"],
+                    "lost_clients": totals["lost_clients"], "abandoned_tasks": totals["abandoned"],
+                    "outstanding_tasks": sum(c.issued - c.acknowledged for c in clients if not c.lost),
+                    "clients": sum(1 for c in clients if not c.lost)}
+        reported = {name: accounts[name] for name in expected}
+        assert reported == expected, f"{where}: service_stats() {reported}, by the protocol {expected}"
+        per_client = {name: (account["issued"], account["acknowledged"])
+                      for name, account in service.client_accounts().items()}
+        assert per_client == {c.name: (c.issued, c.acknowledged) for c in clients if not c.lost}, (
+            f"{where}: client_accounts() {per_client}, by the protocol "
+            f"{ {c.name: (c.issued, c.acknowledged) for c in clients if not c.lost} }")
+    needed = ("resent", "lost", "abandoned") + (("carried_over",) if snapshot is not None else ()) \
+        + (("late",) if uses_builtin_curriculum else ())  # (a plug-in that never evicts has no late completions)
+    thin = [name for name in needed if not totals[name]]
+    assert not thin, f"[{setup}] the schedule never made {thin}: {dict(totals)}, seed {scenario_seed}"
