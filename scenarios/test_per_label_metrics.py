@@ -150,7 +150,8 @@ _NUMPY_NUMBERS = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.
 #: Every kind of value envs put in their infos, as a maker of one from a random stream: plain and
 #: numpy numbers (of every type in `_NUMPY_NUMBERS`), sequences and arrays (counted as their
 #: mean: lists, tuples, arrays of 0, 1 and 2 dimensions, nested ones too), and what is no number
-#: (strings, None, empty lists and tuples, and sequences holding any of those beside numbers).
+#: (strings, None, empty lists, tuples and arrays (a per-agent array masked to the agents that
+#: finished: empty on most steps), and sequences holding any of those beside numbers).
 _VALUE_KINDS = (
     lambda rng: rng.randint(0, 5), lambda rng: rng.random() * 4, lambda rng: rng.random() < 0.5,
     lambda rng: np.float32(rng.random()), lambda rng: np.float64(rng.random() * 3), lambda rng: np.int64(rng.randint(0, 5)),
@@ -165,6 +166,7 @@ _VALUE_KINDS = (
     lambda rng: rng.choice(_NUMPY_NUMBERS)(rng.randint(0, 3)),
     lambda rng: [rng.random(), None], lambda rng: ["x", rng.randint(0, 3), rng.random()],
     lambda rng: [rng.random(), []], lambda rng: (rng.randint(0, 2), (None,)), lambda rng: [[rng.random()], ["x"]],
+    lambda rng: np.array([], dtype=rng.choice(_NUMPY_NUMBERS)), lambda rng: np.zeros((0, 2)),
 )
 #: Keys of the random infos: counters (a part among the pipeline's summed stats), gauges (some
 #: holding a counter's name inside a part, some a part of a counter's or an identifier's name:
