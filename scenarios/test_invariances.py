@@ -29,6 +29,9 @@ because those never vary it:
 - key order: a task config whose keys are listed in another order (a YAML load against code,
   another process) is the same config; a description, a checkpoint or a weighted pick that
   depends on the order splits one task space into two.
+- numbers: task ids and scores passed as numpy scalars of any width are the ids and scores
+  themselves; a check for `int` or `float` where the protocol says integral and real refuses
+  the ids a trainer's int64 arrays hold.
 - reading: a caller that overwrites what it read (probabilities normalised in place, a stats
   dict extended, a checkpoint's lists edited) must change nothing; a read that hands out a
   live view of the curriculum's state lets it.
@@ -325,6 +328,48 @@ def test_late_completions_change_nothing_but_the_late_count(curriculum_factory, 
     differ = _mismatches(expected, run.stats, None, "stats()")
     assert not differ, f"{what}: stats() differ from the run without them (late_completions aside), seed " \
                        f"{scenario_seed}: " + "; ".join(differ[:5])
+
+
+#: The numpy types a trainer's arrays hand ids and scores over as (an int64 array of running task
+#: ids, float32 returns): each width a completion's task id and score may come as.
+_NUMPY_IDS = (np.int64, np.int32, np.uint64, np.uint32)
+_NUMPY_SCORES = (np.float64, np.float32, np.float16)
+
+
+class _NumpyCaller:
+    """A curriculum whose completions are reported with numpy scalars: the task id and the
+    score each of the next type in `_NUMPY_IDS` / `_NUMPY_SCORES` in turn."""
+
+    def __init__(self, curriculum: Any) -> None:
+        self.curriculum = curriculum
+        self.calls = 0
+
+    def get_task(self) -> Any:
+        return self.curriculum.get_task()
+
+    def update_task_performance(self, task_id: int, score: float) -> Any:
+        self.calls += 1
+        return self.curriculum.update_task_performance(_NUMPY_IDS[self.calls % len(_NUMPY_IDS)](task_id),
+                                                       _NUMPY_SCORES[self.calls % len(_NUMPY_SCORES)](score))
+
+    def stats(self) -> dict[str, Any]:
+        return self.curriculum.stats()
+
+
+@pytest.mark.parametrize("setup", list(_SETUPS))
+def test_numpy_numbers_change_nothing(curriculum_factory, require_capability, scenario_seed, setup) -> None:
+    """Task ids and scores reported as numpy scalars (of every integer and float width a
+    trainer's arrays hold; the scores, multiples of 1/1024, are exact in each) make the same
+    run as plain ints and floats: the protocol takes any integral id and any real score."""
+    make_space, make_config = _SETUPS[setup]
+    space = make_space(scenario_seed)
+    reference = _Run(_build(curriculum_factory, make_config(space, scenario_seed), setup, require_capability), space)
+    space = make_space(scenario_seed)
+    run = _Run(_NumpyCaller(curriculum_factory(make_config(space, scenario_seed))), space)
+    what = f"{setup}, ids as {[t.__name__ for t in _NUMPY_IDS]} and scores as {[t.__name__ for t in _NUMPY_SCORES]}"
+    _assert_same_stream(reference.ids, run.ids, what, scenario_seed)
+    differ = _trace_mismatches(reference, run)
+    assert not differ, f"{what}: stats() differ from the plain run's, seed {scenario_seed}: " + "; ".join(differ[:5])
 
 
 @pytest.mark.parametrize("setup", ["churn", "staged"])
