@@ -635,6 +635,60 @@ def test_a_stage_published_while_a_worker_reads_reaches_it_at_its_next_draw(curr
         f"follows {worker.sync_state()}, seed {scenario_seed}")
 
 
+class _InterruptedOnce(StageBroadcast):
+    """A broadcast whose first read after each publish is interrupted (Ctrl-C, a signal
+    handler's exception) before it returns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.interrupt = False
+        self.interrupted = 0
+
+    def publish(self, sync) -> None:
+        super().publish(sync)
+        self.interrupt = True
+
+    def read(self) -> dict[str, int] | None:
+        if self.interrupt:
+            self.interrupt = False
+            self.interrupted += 1
+            raise KeyboardInterrupt("a read of the stage broadcast interrupted")
+        return super().read()
+
+
+def test_a_stage_whose_adoption_was_interrupted_is_adopted_at_the_next_draw(curriculum_factory, require_capability,
+                                                                           scenario_seed) -> None:
+    """Centralized tracking: a worker whose adoption of a broadcast stage is interrupted (the
+    read raises, the reset that drew fails) adopts it at its next draw: the broadcast it did
+    not finish reading is not taken as seen, else the worker keeps the old stage's pool until
+    the next publish."""
+    main = curriculum_factory(staged_config(scenario_seed))
+    missing = missing_capabilities(main, ("sync_state", "apply_sync_state"))
+    require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no stage to broadcast")
+    worker = pickle.loads(pickle.dumps(main))
+    broadcast = _InterruptedOnce()
+    broadcast.publish(main.sync_state())
+    env = CurriculumEnv(ExactAccountingEnv(), worker, local_tracking=False, stage_source=broadcast, score_fn=full_score)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            env.reset(seed=scenario_seed)
+        env.reset(seed=scenario_seed)
+        for _ in range(LIMITS.min_episodes * 10):  # completions of score 1.0 until the main advances (a bound)
+            main.update_task_performance(main.get_task().task_id, 1.0)
+            if main.sync_state()["stage"] > 0:
+                break
+        assert main.sync_state()["stage"] > 0, f"the main curriculum never advanced, seed {scenario_seed}"
+        broadcast.publish(main.sync_state())
+        with pytest.raises(KeyboardInterrupt):
+            env.reset(seed=scenario_seed)
+        env.reset(seed=scenario_seed)
+        assert worker.sync_state() == main.sync_state(), (
+            f"the worker's read of the broadcast {main.sync_state()} was interrupted ({broadcast.interrupted} "
+            f"interruptions); at its next draw it follows {worker.sync_state()}, seed {scenario_seed}")
+    finally:
+        env.close()
+
+
 def test_a_worker_copy_adopts_every_stage_state_the_main_can_send_and_refuses_the_rest(
         uses_builtin_curriculum, require_capability, scenario_seed) -> None:
     """`apply_sync_state()` as its docstring states it, over every stage and change count near
