@@ -95,7 +95,9 @@ _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}, "l
                               "shape": (3, 4)}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")
 # no label, no value labels (an empty mapping of them): every task's label is "default"
-_UNLABELLED = GeneratorSpec(base={"kind": "plain"}, buckets={"level": [1, 2, 3], "size": ValueRange(0, 4)})
+# (a bucket of tuples holding dicts: spawn points, each task's own to edit)
+_UNLABELLED = GeneratorSpec(base={"kind": "plain"}, buckets={"level": [1, 2, 3], "size": ValueRange(0, 4),
+                                                              "spawns": [({"x": 0},), ({"x": 5}, {"x": 1})]})
 # (the child of weight 0 between two others: every child after it keeps its own share)
 _WEIGHTED = GeneratorSpec(children=((_GRID, 3.0), (_NEVER, 0.0), (_INT_RANGE, 1.0), (_FLOAT_RANGE, 2)))
 # children that share labels (a difficulty label reused across task families): the set lists each once;

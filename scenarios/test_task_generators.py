@@ -81,21 +81,24 @@ def test_task_ids_far_apart_give_independent_tasks(scenario_seed) -> None:
 
 
 def _change_in_place(value) -> None:
-    """Change every dict and list reachable from `value`, each entry and its length (a caller
-    reusing its own objects)."""
-    if isinstance(value, dict):
+    """Change every dict and list reachable from `value` (through tuples too), each entry and
+    its length (a caller reusing its own objects, an env editing its task's config)."""
+    if isinstance(value, tuple):
+        for item in value:
+            _change_in_place(item)
+    elif isinstance(value, dict):
         for key, item in list(value.items()):
-            if isinstance(item, (dict, list)):
+            if isinstance(item, (dict, list, tuple)):
                 _change_in_place(item)
             else:
-                value[key] = f"changed {item!r}"
+                value[key] = "changed"
         value["changed"] = True
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            if isinstance(item, (dict, list)):
+            if isinstance(item, (dict, list, tuple)):
                 _change_in_place(item)
             else:
-                value[index] = f"changed {item!r}"
+                value[index] = "changed"
         value.append(["changed"])
 
 
@@ -127,6 +130,23 @@ def test_changing_the_callers_config_changes_no_task(scenario_seed) -> None:
         assert json.dumps(generator.describe(), sort_keys=True, default=repr) == described, (
             f"{name} generator: the caller changed the config it built the generator from, and describe() changed "
             f"with it, seed {scenario_seed}")
+
+
+def test_changing_a_tasks_config_changes_no_other_task(scenario_seed) -> None:
+    """An env that edits the config it was handed in place (a spawn point moved, an enemy's hp
+    lowered: dicts and lists, inside tuples too) changes no task generated after it, its own id
+    generated again included: each task gets its own copy of every mutable part."""
+    ids = _ids("pool")[:LIMITS.cross_process_tasks]
+    for name, spec in REFERENCE_GENERATORS.items():
+        generator = build(spec, scenario_seed)
+        before = copy.deepcopy([generator.generate(i) for i in ids])
+        for i in ids:
+            _change_in_place(generator.generate(i)[0])
+        after = [generator.generate(i) for i in ids]
+        changed = next((i for i, a, b in zip(ids, before, after) if a != b), None)
+        assert changed is None, (
+            f"{name} generator: envs edited their task configs in place, and task {changed} changed from "
+            f"{before[ids.index(changed)]!r} to {after[ids.index(changed)]!r}, seed {scenario_seed}")
 
 
 def _variants(spec):
