@@ -338,7 +338,8 @@ _NUMPY_SCORES = (np.float64, np.float32, np.float16)
 
 class _NumpyCaller:
     """A curriculum whose completions are reported with numpy scalars: the task id and the
-    score each of the next type in `_NUMPY_IDS` / `_NUMPY_SCORES` in turn."""
+    score each of the next type in `_NUMPY_IDS` (of those that hold the id) / `_NUMPY_SCORES`
+    in turn."""
 
     def __init__(self, curriculum: Any) -> None:
         self.curriculum = curriculum
@@ -349,7 +350,8 @@ class _NumpyCaller:
 
     def update_task_performance(self, task_id: int, score: float) -> Any:
         self.calls += 1
-        return self.curriculum.update_task_performance(_NUMPY_IDS[self.calls % len(_NUMPY_IDS)](task_id),
+        widths = [kind for kind in _NUMPY_IDS if np.iinfo(kind).min <= task_id <= np.iinfo(kind).max]
+        return self.curriculum.update_task_performance(widths[self.calls % len(widths)](task_id),
                                                        _NUMPY_SCORES[self.calls % len(_NUMPY_SCORES)](score))
 
     def stats(self) -> dict[str, Any]:
