@@ -433,6 +433,8 @@ class MultiAgentLimits:
     reset_deadline: float = 30.0
     """Seconds a vector's `reset()` may take before the check fails it by name: a reset that
     blocks where `worker_timeout` does not reach (a pipe read for good) must not hang the gate."""
+    call_orders: int = 160
+    """Orders of vector calls in the random-order check (`_CALL_ORDERS`: most of them steps)."""
 
 
 MULTI_AGENT = MultiAgentLimits()

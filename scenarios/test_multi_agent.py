@@ -25,6 +25,7 @@ import itertools
 import multiprocessing
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 from typing import Any
@@ -341,3 +342,70 @@ def test_resets_in_a_row_in_batches_of_one_lose_no_answer(curriculum_factory, re
         vecenv.close()
         if callable(getattr(curriculum, "close", None)):
             curriculum.close()
+
+
+#: What a trainer's loop may do next, each a legal order of the vector's calls: a step, a step
+#: sent then a reset (an epoch ended), a reset started once or twice (an evaluation aborted and
+#: restarted) after a step sent or on its own, then received.
+_CALL_ORDERS = {"step": 12, "send, reset": 1, "send, async_reset, recv": 1, "async_reset, async_reset, recv": 1,
+                "send, async_reset, async_reset, recv": 1}
+"""Each order of calls, and its relative weight in the random sequence."""
+
+
+@pytest.mark.parametrize(("backend", "tracking"), [("Serial", "shared"), ("Serial", "centralized"),
+                                                   ("Multiprocessing", "shared"), ("Multiprocessing", "centralized")])
+def test_any_legal_order_of_vector_calls_hands_every_episode_over_once(curriculum_factory, require_capability,
+                                                                       scenario_seed, backend, tracking,
+                                                                       oracle) -> None:
+    """A seeded random sequence of `_CALL_ORDERS`: whatever the order, every episode the envs
+    ended reaches the trainer's infos exactly once (from the step, reset or `recv()` that
+    follows it) and is recorded exactly once; the accounting oracle checks each one."""
+    options = {}
+    if tracking == "shared" and backend == "Multiprocessing":
+        require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                           "this curriculum factory takes no `shared_memory` option: shared tracking cannot be tested")
+        options["shared_memory"] = True
+    curriculum = curriculum_factory(agent_config(scenario_seed), **options)
+    if tracking == "centralized":
+        require_capability(callable(getattr(curriculum, "sync_state", None)),
+                           "centralized tracking needs sync_state()/apply_sync_state()")
+    context = f"{backend}/{tracking}, calls in random orders"
+    watcher = oracle(context=context)
+    target = watcher.watch(curriculum) if backend == "Serial" else curriculum
+    ran = multiprocessing.Value("q", 0)
+
+    def make_env(buf=None, seed=0):
+        return ExactAccountingEnv(num_agents=LIMITS.num_agents, buf=buf, infos="dict", episode_counter=ran,
+                                  seed=seed + 1000 * scenario_seed)
+
+    rng = np.random.default_rng(scenario_seed)
+    weights = np.array(list(_CALL_ORDERS.values()), dtype=float)
+    orders = [str(order) for order in rng.choice(list(_CALL_ORDERS), size=LIMITS.call_orders, p=weights / weights.sum())]
+    vec_options = {"num_workers": 2, "overwork": True, "worker_timeout": LIMITS.worker_timeout} \
+        if backend == "Multiprocessing" else {}
+    vecenv = make_curriculum_vecenv(make_env, target, backend=backend, tracking=tracking, num_envs=LIMITS.num_envs,
+                                    seed=scenario_seed, **vec_options)
+    try:
+        watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        for order in orders:
+            for call in order.split(", "):
+                if call == "step":
+                    watcher.observe(vecenv.step(actions)[4])
+                elif call == "send":
+                    vecenv.send(actions)
+                elif call == "reset":
+                    watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+                elif call == "async_reset":
+                    vecenv.async_reset(seed=scenario_seed)
+                else:
+                    watcher.observe(vecenv.recv()[4])
+        watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+    finally:
+        vecenv.close()
+    stats = curriculum.stats()
+    handed, recorded = len(watcher.episodes), stats["total_completions"] + stats["late_completions"]
+    assert handed == ran.value == recorded and handed > 0, (
+        f"{context}: the envs ended {ran.value} episodes; the trainer's infos held {handed}, the curriculum recorded "
+        f"{recorded} (orders of calls: {dict(Counter(orders))}), seed {scenario_seed}")
+    watcher.verify(curriculum)
