@@ -56,6 +56,7 @@ from curriculum import (
     EnvContractError,
     EpisodeNotStartedError,
     GymCurriculumEnv,
+    InvalidScoreError,
     LearningProgressConfig,
     SingleTaskGenerator,
     Stage,
@@ -845,6 +846,37 @@ def test_every_accepted_config_runs_local_and_shared(what, build, attribute, acc
                     f"stats() counts {curriculum.stats()['total_completions']}")
             finally:
                 curriculum.close()
+
+
+#: Score ranges whose span dwarfs an ulp of their ends: a score one ulp outside rounds into the
+#: range once normalised.
+_SCORE_RANGES = ((0.0, 1.0), (-100.0, 1.0), (-1.0, 1e6), (0.1, 0.3), (-MAX_SCORE_MAGNITUDE, MAX_SCORE_MAGNITUDE))
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_score_one_ulp_outside_the_range_is_refused(shared) -> None:
+    """`update_task_performance` takes the ends of `score_range` and refuses, with
+    `InvalidScoreError` and nothing recorded, a score one ulp beyond either end, whatever the
+    range: a check made after normalising lets those through (and a checkpoint then holds a
+    score outside the range it states)."""
+    wrong = []
+    for low, high in _SCORE_RANGES:
+        curriculum = Curriculum(_curriculum(score_range=(low, high)), shared_memory=shared)
+        try:
+            for score in (low, high):
+                curriculum.update_task_performance(curriculum.get_task().task_id, score)
+            for score in (math.nextafter(low, -math.inf), math.nextafter(high, math.inf)):
+                try:
+                    curriculum.update_task_performance(curriculum.get_task().task_id, score)
+                    wrong.append(((low, high), score, "accepted"))
+                except InvalidScoreError:
+                    pass
+            recorded = curriculum.stats()["total_completions"]
+            if recorded != 2:
+                wrong.append(((low, high), "completions recorded", recorded))
+        finally:
+            curriculum.close()
+    assert not wrong, f"scores one ulp outside score_range (range, score, what happened): {wrong}"
 
 
 def _documented_num_workers(num_envs: int, batch_size: int | None, cores: int) -> int | None:
