@@ -500,23 +500,23 @@ def test_an_episode_run_within_one_stage_generation_is_credited(
 _IN_WORKER = {"as forked": lambda c: c, "deep-copied": copy.deepcopy, "pickled again": lambda c: pickle.loads(pickle.dumps(c))}
 
 
-def _record_in_child(curriculum, conn, held: str) -> None:
-    """Record one completion in this (forked) process, through its copy held as `held`; send
-    back what that raised, if anything."""
+def _record_in_child(curriculum, conn, held: str, task_id: int | None) -> None:
+    """Record one completion in this (forked) process, through its copy held as `held`, of
+    `task_id` (None: a task it draws); send back what that raised, if anything."""
     try:
         curriculum = _IN_WORKER[held](curriculum)
-        curriculum.update_task_performance(curriculum.get_task().task_id, 1.0)
+        curriculum.update_task_performance(curriculum.get_task().task_id if task_id is None else task_id, 1.0)
     except Exception as error:  # sent to the parent, which asserts on its type
         conn.send(type(error).__name__)
     else:
         conn.send(None)
 
 
-def _answer_of_forked(parents, held: str) -> str | None:
+def _answer_of_forked(parents, held: str, task_id: int | None = None) -> str | None:
     """What a forked child answered to one completion through its copy of `parents`, held as
     `held` (`_record_in_child`)."""
     here, there = mp.get_context("fork").Pipe()
-    child = mp.get_context("fork").Process(target=_record_in_child, args=(parents, there, held))
+    child = mp.get_context("fork").Process(target=_record_in_child, args=(parents, there, held, task_id))
     child.start()
     answer = here.recv() if here.poll(30) else "no answer"
     child.join(timeout=30)
@@ -535,16 +535,26 @@ def test_a_forked_copy_of_a_local_curriculum_refuses_to_record(uses_builtin_curr
     """A local (single-process) curriculum forked into a worker is a private copy there: what it
     records never reaches the others (seeds/003), so it must refuse with `WorkerCopyError`,
     however the parent came to hold it (built, unpickled, restored from a checkpoint) and however
-    the worker goes on holding it (as forked, deep-copied, pickled again), and the parent's
-    curriculum must hold nothing of it. The same copies made in the owning process record."""
+    the worker goes on holding it (as forked, deep-copied, pickled again), a completion of a
+    task that left the pool too (a refusal, not a late verdict the copy counts privately), and
+    the parent's curriculum must hold nothing of it. The same copies made in the owning process
+    record."""
     require_capability(uses_builtin_curriculum, "WorkerCopyError is the built-in curriculum's guard")
     config = staged_config(scenario_seed)
     curriculum = curriculum_factory(config)
+    first = [task.task_id for task in curriculum.active_tasks()]
+    for _ in range(LIMITS.min_episodes * 10):  # until the first stage's tasks are late (a bound: no hang)
+        if curriculum.sync_state()["stage"] > 0:
+            break
+        curriculum.update_task_performance(curriculum.get_task().task_id, 1.0)
+    assert curriculum.sync_state()["stage"] > 0, f"the staged curriculum never advanced, seed {scenario_seed}"
     answers = {}
     for how, parents in _copies(curriculum, config).items():
+        recorded = parents.stats()["total_completions"], parents.stats()["late_completions"]
         for held in _IN_WORKER:
-            answers[f"{how}, {held} in the worker"] = _answer_of_forked(parents, held)
-            assert parents.stats()["total_completions"] == 0, (
+            for task_id, what in ((None, "a task it drew"), (first[0], "a task that left the pool")):
+                answers[f"{how}, {held} in the worker, {what}"] = _answer_of_forked(parents, held, task_id)
+            assert (parents.stats()["total_completions"], parents.stats()["late_completions"]) == recorded, (
                 f"a {how} curriculum's forked copy ({held} in the worker) recorded into the parent's, seed "
                 f"{scenario_seed}")
     assert answers == dict.fromkeys(answers, "WorkerCopyError"), (
