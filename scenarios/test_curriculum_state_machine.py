@@ -392,6 +392,7 @@ class CurriculumMachine(RuleBasedStateMachine):
         stats = self.curriculum.stats()
         self._completions_are_counted_once(stats)
         self._stats_are_finite(stats)
+        self._stats_are_json(stats)
         self._pool_is_full_and_ids_are_fresh(stats)
 
     def _completions_are_counted_once(self, stats: Mapping[str, Any]) -> None:
@@ -412,6 +413,14 @@ class CurriculumMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         if self.oracle is not None:
             self.oracle.verify()
+
+    def _stats_are_json(self, stats: Mapping[str, Any]) -> None:
+        """The protocol's "JSON-like values": plain numbers, strings and containers of them, which
+        a logger writes as they are (a numpy scalar makes `json.dumps` raise)."""
+        try:
+            json.dumps(stats, allow_nan=False)
+        except (TypeError, ValueError) as error:
+            pytest.fail(f"stats() is not JSON-like ({error}): {dict(stats)}")
 
     def _stats_are_finite(self, stats: Mapping[str, Any]) -> None:
         bad = [(where, value) for where, value in _numbers(stats) if not math.isfinite(value)]
