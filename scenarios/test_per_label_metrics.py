@@ -255,6 +255,8 @@ _LP_SETTINGS = {
     # a threshold on a value the state takes exactly: a configuration remembered as stagnant has
     # usefulness 0, which "at least 0" admits and "above 0" would not
     "boundary": LearningProgressConfig(admission_usefulness=0.0),
+    # no memory of configurations: an evicted task's statistics go nowhere, its successor starts cold
+    "no_memory": LearningProgressConfig(config_memory=0),
 }
 
 
@@ -640,13 +642,17 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     make each rule decide; a budget misspent in a state the simulated students seldom reach
     (a stalled task left to the floor, frontier practice not renewed) shows here. The pool
     counts `stats()` reports (cold, learned, frontier, revisited tasks) are those of the rules."""
-    config = dataclasses.replace(_LP_SETTINGS[settings], config_memory=64)
+    config = _LP_SETTINGS[settings]
+    config = dataclasses.replace(config, config_memory=64 if config.config_memory else 0)
     pool, variants = _RULES_POOLS.get(settings, (16, 2))
     curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS, pool=pool,
                                       variants=variants)
     decided = _follow_rules(curriculum_factory, require_capability, curriculum_config, settings, LIMITS.rules_episodes)
-    thin = {rule: decided[rule] for rule in ("learning progress", "fallback", "frontier", "revisit learned",
-                                             "revisit stalled", "retry", "cold", "mastery", "eviction")
+    rules = ("learning progress", "fallback", "frontier", "revisit learned", "revisit stalled", "retry", "cold",
+             "mastery", "eviction")
+    if settings == "no_memory":  # (what an evicted task leaves its successor; the other settings cover the rest)
+        rules = ("cold", "eviction")
+    thin = {rule: decided[rule] for rule in rules
             if decided[rule] < (1 if rule in ("mastery", "eviction") else LIMITS.rules_min_steps)}
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
 
