@@ -116,7 +116,7 @@ def test_four_workers_record_every_episode_exactly_once_under_eviction(services:
     service = start(services, lp_config(8))
     workers = [EpisodeWorker.remote(service, prefetch=8, batch_size=16) for _ in range(4)]
     reports = ray.get([worker.run.remote(300, lag=6, offset=100 * i) for i, worker in enumerate(workers)],
-                      timeout=60)
+                      timeout=240)  # a hang detector: four actors on two busy cores took over 60 s
     observer = CurriculumClient(service, timeout=20.0)
     stats = observer.stats()
     observer.close()
