@@ -201,9 +201,11 @@ class SharedTrackerLimits:
     kill_pool: int = 8
     kill_history: int = 300
     kill_min_repaired: int = 20
+    kill_close_every: int = 4
     """The kill-at-every-line check: its pool, the committed episodes before it (which evict; a
     few more at a time until a completion evicts its task),
-    and the fewest kills that must land inside a transaction (seed 0: 207 of 236)."""
+    the fewest kills that must land inside a transaction (seed 0: 207 of 236), and every how
+    many of those lines a writer also closes its curriculum there before it exits."""
     joining_trainers: int = 2
     """Processes started on their own that attach, record and exit one after another (the
     second finds the block the first could have taken with it)."""
