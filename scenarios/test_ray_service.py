@@ -31,6 +31,7 @@ roots are passed to the workers. The Ray backend uses its own env wrapper, so
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import os
@@ -354,8 +355,8 @@ def test_workers_never_run_ahead_of_the_service_and_lag_at_most_their_queue(
 
 
 class _ModelClient:
-    """What one client of `_ServiceModel` holds: the tasks handed to it (id, epoch), its last
-    batch and verdicts, and its documented accounts."""
+    """What one client of the service's accounts check holds, by the protocol: the tasks handed
+    to it (id, epoch), its last batch and verdicts, and its accounts."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -403,11 +404,10 @@ def test_the_service_accounts_for_every_task_whatever_its_clients_do(ray_cluster
     stats = service.stats()
     counted = stats["total_completions"] + stats["late_completions"]
     stale_before = 0
-    made = Counter()
+    names = itertools.count()
 
     def open_client() -> _ModelClient:
-        client = _ModelClient(f"client-{len(made)}")
-        made[client.name] += 1
+        client = _ModelClient(f"client-{next(names)}")
         service.describe(client.name)
         clients.append(client)
         return client
