@@ -372,10 +372,9 @@ _SCHEDULE = {"batch": 24, "refill": 12, "resend": 3, "complete now": 3, "new cli
 """The relative weights of a client's calls in the schedule (`LIMITS.schedule_calls` calls)."""
 
 
-@pytest.mark.parametrize("setup", ["evicting", "staged"])
 def test_the_service_accounts_for_every_task_whatever_its_clients_do(ray_cluster, curriculum_factory,
                                                                       uses_builtin_curriculum, require_capability,
-                                                                      scenario_seed, setup) -> None:
+                                                                      scenario_seed) -> None:
     """After every call of a seeded schedule of client calls, the service's body answers as the
     protocol says: a batch gets one verdict per completion, recorded or late, never refused for
     a task it issued (of this incarnation or an earlier one); a resent batch is answered from
@@ -383,16 +382,26 @@ def test_the_service_accounts_for_every_task_whatever_its_clients_do(ray_cluster
     a task handed out with a batch's verdicts is in the pool the batch left (completed at once,
     it is recorded) and of the stage the answer reports; the curriculum counted every
     completion once; and `service_stats()` and `client_accounts()` equal the model's accounts
-    (`issued == acknowledged + lost + abandoned + outstanding`)."""
-    config = accounting_config(scenario_seed) if setup == "evicting" else staged_config(scenario_seed)
+    (`issued == acknowledged + lost + abandoned + outstanding`). One schedule serves learning
+    progress with eviction, one a staged curriculum (each when the factory takes its config)."""
+    served = []
+    for setup, config in (("evicting", accounting_config(scenario_seed)), ("staged", staged_config(scenario_seed))):
+        try:
+            service = CurriculumService(config, factory=curriculum_factory)
+        except (CurriculumConfigError, NotImplementedError):
+            continue  # a curriculum that takes no such config has no such schedule to follow
+        if setup == "staged" and service.describe()["stage"] is None:
+            continue  # (nor one without stages a staged one)
+        _follow_schedule(service, setup, uses_builtin_curriculum, scenario_seed)
+        served.append(setup)
+    require_capability(bool(served), "the factory took neither the learning-progress nor the staged config")
+    assert served == ["evicting", "staged"] or not uses_builtin_curriculum, (
+        f"the built-in curriculum served only the {served} schedule(s), seed {scenario_seed}")
+
+
+def _follow_schedule(service: Any, setup: str, uses_builtin_curriculum: bool, scenario_seed: int) -> None:
+    """The seeded schedule of client calls on `service`'s body, held to the protocol after each."""
     power = 1.0 if setup == "evicting" else 0.05  # scores: uniform (evictions), or mostly above the stage threshold
-    try:
-        service = CurriculumService(config, factory=curriculum_factory)
-    except (CurriculumConfigError, NotImplementedError) as error:
-        require_capability(False, f"the {setup} schedule needs a {setup} curriculum; the factory refused the config: "
-                                  f"{type(error).__name__}: {error}")
-    require_capability(setup != "staged" or service.describe()["stage"] is not None,
-                       "the staged schedule checks the stage of the tasks handed out; this curriculum has none")
     try:
         snapshot = service.get_state()
     except (AttributeError, NotImplementedError):  # a plug-in without checkpoints: no restores in the schedule
