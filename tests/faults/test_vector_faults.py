@@ -207,15 +207,18 @@ def test_a_stuck_worker_is_reported_after_worker_timeout(curriculum: Curriculum,
             vecenv.step(actions_for(vecenv))
         victim = vecenv.vecenv.processes[worker_of_fault_seed(vecenv)]
         os.kill(victim.pid, signal.SIGSTOP)
-        stopped = time.monotonic()
-        error, latency = step_until_error(vecenv, fault_time=lambda: stopped)
+        # worker_timeout runs from when the worker was asked, which in asynchronous batches can be
+        # a step before the SIGSTOP: the latency is measured from that ask
+        asked = vecenv._asked_at[worker_of_fault_seed(vecenv)]
+        error, latency = step_until_error(vecenv, fault_time=lambda: asked)
         message = (f"Vectorized worker {worker_of_fault_seed(vecenv)} (pid {victim.pid}) is alive but did not finish its "
                    f"step within worker_timeout={STUCK_TIMEOUT} s. The vecenv closed itself and stopped every worker; build a new "
                    "one to continue")
         assert str(error) == message
         assert_closed_and_refusing(vecenv, error)  # a stopped worker is killed too
     assert STUCK_TIMEOUT <= latency < STUCK_TIMEOUT + 5.0
-    fault_figure(f"vector_sigstop_worker_timeout_{STUCK_TIMEOUT}_s", latency, "s from the SIGSTOP to WorkerProcessError")
+    fault_figure(f"vector_sigstop_worker_timeout_{STUCK_TIMEOUT}_s", latency,
+                 "s from the stopped worker's last ask to WorkerProcessError")
 
 
 @pytest.mark.parametrize("mode", ["sync", "async-block"])
