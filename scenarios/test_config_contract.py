@@ -76,8 +76,11 @@ from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.oracle import AccountingOracle
 
 NAN, INF = math.nan, math.inf
-NOT_NUMBERS = (NAN, INF, -INF, True, "0.5", None)
-NOT_INTS = (1.0, True, "1", None, NAN)
+# wrong kinds, truthy and falsy: a check that asks whether a value was given by its truth
+# (`if label:`) lets the falsy ones through unchecked
+NOT_NUMBERS = (NAN, INF, -INF, True, False, "0.5", "", None)
+NOT_INTS = (1.0, True, False, "1", "", None, NAN)
+NOT_STRINGS = (3, 0, 0.0, b"x", b"", True, False, ["x"], [])
 
 
 def _generator() -> SingleTaskGenerator:
@@ -150,7 +153,7 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
      (_stages()[:1],), ((), [Stage("a", _generator()), Stage("a", _generator())], "easy",
                         [_generator(), _generator()], [("a", _generator()), ("b", _generator())], [None],
                         [Stage("a", _generator()), {"name": "b", "task_generator": _generator()}])),
-    ("Stage.name non-empty", lambda v: Stage(v, _generator()), "name", ("x",), ("", None, 3)),
+    ("Stage.name non-empty", lambda v: Stage(v, _generator()), "name", ("x",), ("", None, *NOT_STRINGS)),
     ("Stage.task_generator a TaskGenerator", lambda v: Stage("x", v), "task_generator", (_generator(),),
      (None, {"level": 1}, "only", [_generator()])),
     # the curriculum
@@ -193,9 +196,9 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
      lambda v: BucketedTaskGenerator({}, {"spawn": [[0, 0], [5, 5]]}, value_labels=v), None, (None, {}),
      ({"spawn": {(0, 0): "corner", (5, 5): "middle"}}, {"spawn": {(0, 0): "corner"}}, {"spawn": {}})),
     ("SingleTaskGenerator.label a string", lambda v: SingleTaskGenerator({"level": 1}, label=v), "label",
-     ("x", "maze_small"), (3, b"x", True)),
+     ("x", "maze_small"), NOT_STRINGS),
     ("BucketedTaskGenerator.label a string", lambda v: BucketedTaskGenerator({}, {"a": [1]}, label=v), "label",
-     ("x",), (3, b"x", True)),
+     ("x",), NOT_STRINGS),
     ("SingleTaskGenerator.env_cfg a mapping", lambda v: SingleTaskGenerator(v), None, ({}, {"level": 1}),
      ([("level", 1)], "level", None)),
     ("WeightedTaskSetGenerator.children a non-empty sequence of generators or (generator, weight) pairs",
