@@ -354,6 +354,8 @@ class RayServiceLimits:
     """Completions of the time-bound check."""
     schedule_calls: int = 1000
     """Calls of the service's accounts check (a seeded schedule of what 3+ clients do)."""
+    schedule_checkpoint_interval: int = 10
+    """The service's `checkpoint_interval` in that check (a few batches between files)."""
 
 
 RAY_SERVICE = RayServiceLimits()

@@ -368,13 +368,13 @@ class _ModelClient:
 
 
 _SCHEDULE = {"batch": 24, "refill": 12, "resend": 3, "complete now": 3, "new client": 1, "release": 1, "lost": 1,
-             "checkpoint": 1, "restore": 1}
+             "checkpoint": 1, "restore": 1, "refused restore": 1, "restart": 1}
 """The relative weights of a client's calls in the schedule (`LIMITS.schedule_calls` calls)."""
 
 
 def test_the_service_accounts_for_every_task_whatever_its_clients_do(ray_cluster, curriculum_factory,
                                                                       uses_builtin_curriculum, require_capability,
-                                                                      scenario_seed) -> None:
+                                                                      scenario_seed, tmp_path) -> None:
     """After every call of a seeded schedule of client calls, the service's body answers as the
     protocol says: a batch gets one verdict per completion, recorded or late, never refused for
     a task it issued (of this incarnation or an earlier one); a resent batch is answered from
@@ -382,36 +382,53 @@ def test_the_service_accounts_for_every_task_whatever_its_clients_do(ray_cluster
     a task handed out with a batch's verdicts is in the pool the batch left (completed at once,
     it is recorded) and of the stage the answer reports; the curriculum counted every
     completion once; and `service_stats()` and `client_accounts()` equal the model's accounts
-    (`issued == acknowledged + lost + abandoned + outstanding`). One schedule serves learning
-    progress with eviction, one a staged curriculum (each when the factory takes its config)."""
+    (`issued == acknowledged + lost + abandoned + outstanding`). A refused restore changes
+    nothing, not even the incarnation. A service restarted with its first arguments (a `state`
+    and its checkpoint file) resumes from the file, which holds exactly what the service had
+    counted at the batch that took it `checkpoint_interval` completions past the one before.
+    One schedule serves learning progress with eviction, one a staged curriculum (each when the
+    factory takes its config)."""
     served = []
     for setup, config in (("evicting", accounting_config(scenario_seed)), ("staged", staged_config(scenario_seed))):
+        path = tmp_path / f"{setup}.json"
+
+        def start(state: Any = None, config: CurriculumConfig = config, path: Path = path) -> Any:
+            return CurriculumService(config, factory=curriculum_factory, state=state, checkpoint_path=str(path),
+                                     checkpoint_interval=LIMITS.schedule_checkpoint_interval)
+
         try:
-            service = CurriculumService(config, factory=curriculum_factory)
+            service = start()
         except (CurriculumConfigError, NotImplementedError):
             continue  # a curriculum that takes no such config has no such schedule to follow
         if setup == "staged" and service.describe()["stage"] is None:
             continue  # (nor one without stages a staged one)
-        _follow_schedule(service, setup, uses_builtin_curriculum, scenario_seed)
+        _follow_schedule(service, start, setup, uses_builtin_curriculum, scenario_seed)
         served.append(setup)
     require_capability(bool(served), "the factory took neither the learning-progress nor the staged config")
     assert served == ["evicting", "staged"] or not uses_builtin_curriculum, (
         f"the built-in curriculum served only the {served} schedule(s), seed {scenario_seed}")
 
 
-def _follow_schedule(service: Any, setup: str, uses_builtin_curriculum: bool, scenario_seed: int) -> None:
-    """The seeded schedule of client calls on `service`'s body, held to the protocol after each."""
+def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_builtin_curriculum: bool,
+                     scenario_seed: int) -> None:
+    """The seeded schedule of client calls on `service`'s body, held to the protocol after each;
+    `start(state)` starts it again (its checkpoint file is written every
+    `LIMITS.schedule_checkpoint_interval` completions)."""
     power = 1.0 if setup == "evicting" else 0.05  # scores: uniform (evictions), or mostly above the stage threshold
     try:
         snapshot = service.get_state()
     except (AttributeError, NotImplementedError):  # a plug-in without checkpoints: no restores in the schedule
         snapshot = None
+    first_state = snapshot
     rng = np.random.default_rng(scenario_seed)
     clients: list[_ModelClient] = []
-    totals = Counter()
+    totals = Counter()  # this incarnation's accounts (a restart starts them again)
+    earlier = Counter()  # the accounts of the incarnations a restart ended
+    since_file = 0  # completions applied since the checkpoint file was last written
+    in_file: tuple[int, dict[str, Any]] | None = None  # what the file holds: the count, the batch records
     epoch = service.describe()["epoch"]
     stats = service.stats()
-    counted = stats["total_completions"] + stats["late_completions"]
+    counted = first_count = stats["total_completions"] + stats["late_completions"]
     stale_before = 0
     names = itertools.count()
 
@@ -437,7 +454,7 @@ def _follow_schedule(service: Any, setup: str, uses_builtin_curriculum: bool, sc
     def batch(client: _ModelClient, picked: list[int], want: int, where: str) -> list[Any] | None:
         """Complete `client`'s tasks at `picked` in one new batch that asks for `want` tasks; its
         verdicts (None for a client declared lost, which is refused)."""
-        nonlocal counted
+        nonlocal counted, since_file, in_file
         items = [(task_id, float(rng.random() ** power), issued_by) for task_id, issued_by in
                  (client.tasks.pop(i) for i in sorted(picked, reverse=True))]
         client.seq += 1
@@ -458,13 +475,19 @@ def _follow_schedule(service: Any, setup: str, uses_builtin_curriculum: bool, sc
         totals["acknowledged"] += current
         totals["carried_over"] += len(items) - current
         counted += len(items)
+        since_file += len(items)
+        if since_file >= LIMITS.schedule_checkpoint_interval:  # the batch that takes the file that far writes it
+            now = service.stats()
+            in_file = (now["total_completions"] + now["late_completions"],
+                       {c.name: c.last for c in clients if c.last is not None and not c.lost})
+            since_file = 0
         return results
 
     for _ in range(3):
         open_client()
     for call in range(1, LIMITS.schedule_calls + 1):
         kind = rng.choice(list(_SCHEDULE), p=np.array(list(_SCHEDULE.values())) / sum(_SCHEDULE.values()))
-        if kind in ("checkpoint", "restore") and snapshot is None:
+        if kind in ("checkpoint", "restore", "refused restore", "restart") and snapshot is None:
             continue
         client = clients[rng.integers(len(clients))] if clients else open_client()
         where = f"[{setup}] call {call} ({kind}, {client.name}), seed {scenario_seed}"
@@ -517,6 +540,44 @@ def _follow_schedule(service: Any, setup: str, uses_builtin_curriculum: bool, sc
             stats = service.stats()
             counted = stats["total_completions"] + stats["late_completions"]
             stale_before = service.service_stats()["stale_after_restore"]
+        elif kind == "refused restore":  # a snapshot of another version: refused, and nothing changes
+            before = (service.describe()["epoch"], service.stats(), service.service_stats())
+            error = service.load_state({**snapshot, "format": "curriculum-state/0"})
+            if error is None:  # (a plug-in may not check the format: then it was a restore)
+                assert not uses_builtin_curriculum, f"{where}: the service took a snapshot of another format"
+                epoch = service.describe()["epoch"]
+                stats = service.stats()
+                counted = stats["total_completions"] + stats["late_completions"]
+                stale_before = service.service_stats()["stale_after_restore"]
+            else:
+                totals["refused_restores"] += 1
+                after = (service.describe()["epoch"], service.stats(), service.service_stats())
+                changed = {what: (was, now) for what, was, now in
+                           [("epoch", before[0], after[0])]
+                           + [(f"stats()[{k!r}]", before[1].get(k), after[1].get(k)) for k in before[1] | after[1]]
+                           + [(f"service_stats()[{k!r}]", before[2].get(k), after[2].get(k))
+                              for k in before[2] | after[2]] if was != now}
+                assert not changed, f"{where}: a refused restore ({error}) changed (before, after): {changed}"
+        elif kind == "restart":  # the actor restarted with its first arguments: it resumes from its file
+            service = start(first_state)
+            epoch = service.describe()["epoch"]
+            stats = service.stats()
+            counted = stats["total_completions"] + stats["late_completions"]
+            resumed = service.describe()["resumed_from_checkpoint"]
+            expected_count = first_count if in_file is None else in_file[0]
+            assert (resumed, counted) == (in_file is not None, expected_count), (
+                f"{where}: restarted, the service resumed from its file: {resumed}, with {counted} completions "
+                f"counted; the file was {'written' if in_file else 'never written'} and holds {expected_count} "
+                f"(written at the batch that took it {LIMITS.schedule_checkpoint_interval} completions past the "
+                "one before)")
+            earlier.update(totals)
+            totals = Counter(resumed=int(resumed))
+            clients = [c for c in clients if not c.lost]  # (the workers of a lost client are gone)
+            records = {} if in_file is None else in_file[1]
+            for c in clients:  # what a restarted service knows of each client: the file's batch record
+                c.last, c.issued, c.acknowledged = records.get(c.name), 0, 0
+                service.describe(c.name)
+            since_file, stale_before = 0, 0
         stats, accounts = service.stats(), service.service_stats()
         recorded = stats["total_completions"] + stats["late_completions"]
         stale = accounts["stale_after_restore"] - stale_before
@@ -537,7 +598,9 @@ def _follow_schedule(service: Any, setup: str, uses_builtin_curriculum: bool, sc
         assert per_client == {c.name: (c.issued, c.acknowledged) for c in clients if not c.lost}, (
             f"{where}: client_accounts() {per_client}, by the protocol "
             f"{ {c.name: (c.issued, c.acknowledged) for c in clients if not c.lost} }")
-    needed = ("resent", "lost", "abandoned") + (("carried_over",) if snapshot is not None else ()) \
-        + (("late",) if uses_builtin_curriculum else ())  # (a plug-in that never evicts has no late completions)
-    thin = [name for name in needed if not totals[name]]
-    assert not thin, f"[{setup}] the schedule never made {thin}: {dict(totals)}, seed {scenario_seed}"
+    # (a plug-in that never evicts has no late completions, and may take a snapshot of another format)
+    needed = ("resent", "lost", "abandoned") + (("carried_over", "resumed") if snapshot is not None else ()) \
+        + (("late", "refused_restores") if uses_builtin_curriculum else ())
+    earlier.update(totals)
+    thin = [name for name in needed if not earlier[name]]
+    assert not thin, f"[{setup}] the schedule never made {thin}: {dict(earlier)}, seed {scenario_seed}"
