@@ -89,8 +89,10 @@ _VALUE_LABELLED_REORDERED = GeneratorSpec(
     base=_VALUE_LABELLED.base, buckets=_VALUE_LABELLED.buckets,
     value_labels=dict(reversed(list(_VALUE_LABELLED.value_labels.items()))),
 )
-# (a config with a "label" key of its own: the label argument names the tasks, the key stays in their config)
+# (a config with a "label" key of its own: the label argument names the tasks, the key stays in their config;
+# lists in lists and dicts in lists: a map's rows, its rooms, each task's own to edit)
 _SINGLE = GeneratorSpec(base={"fixed": True, "nested": {"values": [1, 2, 3]}, "label": "from_the_config",
+                              "grid": [[0, 1], [2, [3]]], "rooms": [{"doors": [1, 2]}],
                               "rewards": defaultdict(float, lava=-1.0), "order": OrderedDict(first=1, second=2),
                               "shape": (3, 4)}, label="single")
 _NEVER = GeneratorSpec(base={"never": True}, label="never")

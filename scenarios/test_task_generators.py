@@ -99,7 +99,13 @@ def _change_in_place(value) -> None:
                 _change_in_place(item)
             else:
                 value[index] = "changed"
-        value.append(["changed"])
+        value.append("changed")  # (a scalar: lists shared by mistake grow by one entry a call, not twice as deep)
+
+
+def _short(task: object) -> str:
+    """`repr(task)`, cut to a length a failure message can show."""
+    text = repr(task)
+    return text if len(text) <= 400 else text[:400] + "..."
 
 
 def test_changing_the_callers_config_changes_no_task(scenario_seed) -> None:
@@ -126,7 +132,7 @@ def test_changing_the_callers_config_changes_no_task(scenario_seed) -> None:
         changed = next((i for i, a, b in zip(ids, before, after) if a != b), None)
         assert changed is None, (
             f"{name} generator: the caller changed the config it built the generator from, and task {changed} "
-            f"changed from {before[ids.index(changed)]!r} to {after[ids.index(changed)]!r}, seed {scenario_seed}")
+            f"changed from {_short(before[ids.index(changed)])} to {_short(after[ids.index(changed)])}, seed {scenario_seed}")
         assert json.dumps(generator.describe(), sort_keys=True, default=repr) == described, (
             f"{name} generator: the caller changed the config it built the generator from, and describe() changed "
             f"with it, seed {scenario_seed}")
@@ -146,7 +152,7 @@ def test_changing_a_tasks_config_changes_no_other_task(scenario_seed) -> None:
         changed = next((i for i, a, b in zip(ids, before, after) if a != b), None)
         assert changed is None, (
             f"{name} generator: envs edited their task configs in place, and task {changed} changed from "
-            f"{before[ids.index(changed)]!r} to {after[ids.index(changed)]!r}, seed {scenario_seed}")
+            f"{_short(before[ids.index(changed)])} to {_short(after[ids.index(changed)])}, seed {scenario_seed}")
 
 
 def _variants(spec):
