@@ -30,6 +30,7 @@ import pytest
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, EpisodeNotStartedError,
                         GymCurriculumEnv, InvalidScoreError, LearningProgressConfig, SingleTaskGenerator, Stage,
                         StagedProgressionConfig, UniformConfig)
+from curriculum.errors import LockTimeoutError, UnknownTaskError
 from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.task_spaces import impossible_task_space
@@ -47,14 +48,21 @@ class DrawInterrupted(KeyboardInterrupt):
 
 
 class RecordFailed(RuntimeError):
-    """A completion that failed to record (as a lock timeout does), before anything was recorded."""
+    """A completion that failed to record (a store the curriculum writes to was unavailable),
+    before anything was recorded."""
+
+
+#: What a failed record raises, in turn: any error, and the named ones a curriculum raises for a
+#: completion it cannot take (a task a rolled-back curriculum never had, a lock held too long).
+#: Each must propagate from the wrapper and drop the episode, none be taken for a verdict.
+RECORD_FAILURES = (RecordFailed, UnknownTaskError, LockTimeoutError)
 
 
 class _HandedOut:
     """Records every task the curriculum hands out, in order; with `fail_every`, one
     `get_task()` in that many (drawn at random from `seed`: a fixed period can fall on the
     retries alone) raises `DrawFailed` or, every other time, `DrawInterrupted` instead, drawing nothing; with `fail_records_every`, one
-    `update_task_performance()` in that many raises `RecordFailed`, recording nothing."""
+    `update_task_performance()` in that many raises one of `RECORD_FAILURES` (in turn), recording nothing."""
 
     def __init__(self, curriculum, fail_every: int | None = None, seed: int = 0, *,
                  fail_records_every: int | None = None) -> None:
@@ -71,7 +79,8 @@ class _HandedOut:
     def update_task_performance(self, task_id, score):
         if self.fail_records_every and self.record_failures.random() * self.fail_records_every < 1.0:
             self.failed_records += 1
-            raise RecordFailed(f"the completion of task {task_id} failed to record")
+            failure = RECORD_FAILURES[self.failed_records % len(RECORD_FAILURES)]
+            raise failure(f"the completion of task {task_id} failed to record ({failure.__name__})")
         return self.curriculum.update_task_performance(task_id, score)
 
     def __getattr__(self, name):  # test double: everything else goes to the curriculum
@@ -163,8 +172,9 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
         seen.append(running)
         try:
             obs, _, terminals, truncations, infos = env.step(actions)
-        except (RuntimeError, InvalidScoreError, DrawInterrupted) as error:  # the episode ended; it or the next start failed
-            refused += isinstance(error, (InvalidScoreError, RecordFailed)) and _out_of_range(current)
+        except (RuntimeError, InvalidScoreError, DrawInterrupted, *RECORD_FAILURES) as error:
+            # the episode ended; it or the next start failed
+            refused += isinstance(error, (InvalidScoreError, *RECORD_FAILURES)) and _out_of_range(current)
             _assert_step_refused_until_reset(env, scenario_seed, actions)
             obs, terminals, truncations = reset(), [True], [False]
         else:
@@ -272,7 +282,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
                 ended = True
                 _assert_step_refused_until_reset(env, scenario_seed, 0)
                 break
-            except (RecordFailed, InvalidScoreError):  # the episode ended and was dropped; the next reset() draws
+            except (*RECORD_FAILURES, InvalidScoreError):  # the episode ended and was dropped; the next reset() draws
                 refused += _out_of_range(min(configs))
                 ended = True
                 _assert_step_refused_until_reset(env, scenario_seed, 0)
