@@ -516,28 +516,40 @@ def _slow_level(practice: int) -> float:
 
 
 _RULES_KINDS = ("learnable", "impossible", "noisy", "slow")
-#: Labels for the kinds whose homes are the label table's first entry (two) and its last (two),
-#: so the table's ends and its probing (on past a taken entry, around the end) all decide.
-_EDGE_LABELS = {kind: label_with_home(kind, position)
-                 for kind, position in zip(_RULES_KINDS, (LABEL_TABLE_SIZE - 1, 0, 0, LABEL_TABLE_SIZE - 1))}
+#: The kinds of the rules check: and "steady" tasks, always scored exactly the mastery level.
+_ALL_RULES_KINDS = (*_RULES_KINDS, "steady")
+#: Labels for the kinds whose homes are the label table's first entry (two), its last (two)
+#: and its middle, so the table's ends and its probing (on past a taken entry, around the end)
+#: all decide.
+_EDGE_LABELS = {kind: label_with_home(kind, position) for kind, position in
+                zip(_ALL_RULES_KINDS, (LABEL_TABLE_SIZE - 1, 0, 0, LABEL_TABLE_SIZE - 1, LABEL_TABLE_SIZE // 2))}
 
 
 def _rules_config(algorithm: LearningProgressConfig, seed: int, *, refresh_interval: int,
-                  variants: int = 2, labels: dict[str, str] | None = None, pool: int = 16) -> CurriculumConfig:
+                  variants: int = 2, labels: dict[str, str] | None = None, pool: int = 16,
+                  kinds: tuple[str, ...] = _RULES_KINDS) -> CurriculumConfig:
     """`pool` slots over learnable configurations at two rates, impossible, noisy and slowly
-    learned ones, `variants` of each, labelled by kind (or by `labels`); every config tagged
-    with its task id (which tells tasks apart, not what they are)."""
-    generator = TaggedTasks(BucketedTaskGenerator({}, {"kind": list(_RULES_KINDS), "rate": [0.05, 0.1],
+    learned ones (and the other `kinds`), `variants` of each, labelled by kind (or by
+    `labels`); every config tagged with its task id (which tells tasks apart, not what they are)."""
+    generator = TaggedTasks(BucketedTaskGenerator({}, {"kind": list(kinds), "rate": [0.05, 0.1],
                                                        "variant": list(range(variants))},
-                                                  value_labels={"kind": labels or {k: k for k in _RULES_KINDS}}, seed=seed))
+                                                  value_labels={"kind": labels or {k: k for k in kinds}}, seed=seed))
     return CurriculumConfig(task_generator=generator, algorithm=algorithm, num_active_tasks=pool, seed=seed,
                             refresh_interval=refresh_interval)
 
 
+_STEADY_SCORE = LearningProgressConfig().max_baseline
+"""What a "steady" task always scores: exactly the mastery level (3 of 4 subgoals, every time),
+where a threshold tested with the wrong comparison decides every completion."""
+
+
 def _rules_student(task: Any, practice: Counter, rng: np.random.Generator) -> float:
     """A score for one episode of `task`: a learnable configuration improves with its practice,
-    impossible ones pay 0, noisy ones a uniform draw, slowly learned tasks `_slow_level`."""
+    impossible ones pay 0, noisy ones a uniform draw, slowly learned tasks `_slow_level`,
+    steady ones `_STEADY_SCORE`."""
     cfg = task.env_cfg
+    if cfg["kind"] == "steady":
+        return _STEADY_SCORE
     configuration = tuple(sorted((k, v) for k, v in cfg.items() if k != "level_seed"))
     practice[configuration] += 1
     practice[task.task_id] += 1
@@ -620,10 +632,10 @@ def _follow_rules(curriculum_factory, require_capability, curriculum_config: Cur
     return decided
 
 
-#: Pools (slots, copies of each of the 8 configurations) other than 16 and 2: under changed
+#: Pools (slots, copies of each of the 10 configurations) other than 20 and 2: under changed
 #: settings, an odd pool whose configurations fill exactly its half rounded up, where "fit in
 #: half the pool" decides on the rounding.
-_RULES_POOLS = {"settings": (15, 1)}
+_RULES_POOLS = {"settings": (19, 1)}
 
 
 @pytest.mark.parametrize("settings", sorted(_LP_SETTINGS))
@@ -638,15 +650,15 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     the distribution those rules give for that state (`harness.lp_reference`): exploration
     floor, cold, revisit and retry budgets, learning progress, the frontier and the fallback
     when nothing learns, split per configuration. Learnable, impossible, noisy and slowly
-    learned tasks, copies of one configuration, evictions and a student who forgets halfway
-    make each rule decide; a budget misspent in a state the simulated students seldom reach
+    learned tasks, tasks always scored exactly the mastery level, copies of one configuration,
+    evictions and a student who forgets halfway make each rule decide; a budget misspent in a state the simulated students seldom reach
     (a stalled task left to the floor, frontier practice not renewed) shows here. The pool
     counts `stats()` reports (cold, learned, frontier, revisited tasks) are those of the rules."""
     config = _LP_SETTINGS[settings]
     config = dataclasses.replace(config, config_memory=64 if config.config_memory else 0)
-    pool, variants = _RULES_POOLS.get(settings, (16, 2))
+    pool, variants = _RULES_POOLS.get(settings, (20, 2))
     curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS, pool=pool,
-                                      variants=variants)
+                                      variants=variants, kinds=_ALL_RULES_KINDS)
     decided = _follow_rules(curriculum_factory, require_capability, curriculum_config, settings, LIMITS.rules_episodes)
     rules = ("learning progress", "fallback", "frontier", "revisit learned", "revisit stalled", "retry", "cold",
              "mastery", "eviction")
