@@ -69,6 +69,7 @@ __all__ = [
     "INFO_FORMATS",
     "TaskDependencyEnv",
     "ExactAccountingEnv",
+    "SeedReportingEnv",
     "GymExactAccountingEnv",
     "ResourceChainEnv",
 ]
@@ -616,6 +617,16 @@ class ExactAccountingEnv(_HarnessEnv):
             return self.observations, self.rewards, self.terminals, self.truncations, self._logged(info)
         return self.observations, self.rewards, self.terminals, self.truncations, \
             [info, {}] if self._desync_signal == "split" else [info]
+
+
+class SeedReportingEnv(ExactAccountingEnv):
+    """`ExactAccountingEnv` whose reset info says the seed that `reset()` was given
+    (`{"seed_reporting": {"reset_seed": seed}}`), so the seeds envs in other processes were reset
+    with can be checked where their infos arrive."""
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
+        obs, infos = super().reset(seed)
+        return obs, [*infos, {"seed_reporting": {"reset_seed": seed}}]
 
 
 class GymExactAccountingEnv(gymnasium.Env):

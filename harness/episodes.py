@@ -39,7 +39,7 @@ __all__ = [
 
 EPISODE_RECORD_KEY: Final = "harness_episode"
 """Info key of the `EpisodeRecord` a harness env reports at the end of each episode."""
-ENV_INFO_KEYS: Final = frozenset({"exact_accounting", "task_dependency", "resource_chain"})
+ENV_INFO_KEYS: Final = frozenset({"exact_accounting", "task_dependency", "resource_chain", "seed_reporting"})
 """The top-level info keys the harness envs write their own numbers under (one per env)."""
 TASK_LABEL_KEY: Final = "label"
 """Env config key holding the task's label (metadata, no effect on the env)."""

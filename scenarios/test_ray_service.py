@@ -63,7 +63,7 @@ except ImportError:  # the tests skip one by one (a skipped module would escape 
     ray = None
 from curriculum.stats import COMPLETIONS, LATE_COMPLETIONS, accumulate_rollout_stats, stat_key  # noqa: E402
 from curriculum.vector import make_curriculum_vecenv  # noqa: E402
-from harness.envs import ExactAccountingEnv  # noqa: E402
+from harness.envs import ExactAccountingEnv, SeedReportingEnv  # noqa: E402
 from harness.thresholds import RAY_SERVICE as LIMITS  # noqa: E402
 from harness.thresholds import STAGE_SYNC  # noqa: E402
 
@@ -133,8 +133,8 @@ def _client(service: Any) -> CurriculumClient:
     return CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=LIMITS.batch_size, timeout=TIMEOUT)
 
 
-def _vecenv(client: CurriculumClient, seed: int, **options: Any) -> Any:
-    return make_curriculum_vecenv(ExactAccountingEnv, client, backend="Ray", tracking="ray", num_envs=LIMITS.num_envs,
+def _vecenv(client: CurriculumClient, seed: int, env: Callable[..., Any] = ExactAccountingEnv, **options: Any) -> Any:
+    return make_curriculum_vecenv(env, client, backend="Ray", tracking="ray", num_envs=LIMITS.num_envs,
                                   num_workers=LIMITS.num_workers, seed=seed, worker_options=WORKER_OPTIONS,
                                   worker_timeout=TIMEOUT, **options)
 
@@ -153,10 +153,15 @@ def test_every_episode_is_recorded_exactly_once_through_the_service(serve, uses_
     client = _client(service)
     context = "Ray/ray, learning progress with eviction"
     watcher = oracle(context=context)
-    vecenv = _vecenv(client, scenario_seed)
+    vecenv = _vecenv(client, scenario_seed, env=SeedReportingEnv)
     try:
         _, infos = vecenv.reset(seed=scenario_seed)
         watcher.observe(infos)
+        seeds = sorted(info["seed_reporting"]["reset_seed"] for info in infos if "seed_reporting" in info)
+        expected = list(range(scenario_seed, scenario_seed + LIMITS.num_envs))
+        assert seeds == expected, (
+            f"{context}: reset(seed={scenario_seed}) reset the envs ({LIMITS.num_envs} on {LIMITS.num_workers} Ray "
+            f"workers) with seeds {seeds}; env i gets seed + i: {expected}")
         ended = 0
         for _ in range(LIMITS.accounting_vec_steps):
             _, _, terminals, truncations, infos = vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
