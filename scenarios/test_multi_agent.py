@@ -23,6 +23,7 @@ import contextlib
 import inspect
 import itertools
 import multiprocessing
+import re
 import signal
 import time
 from collections import Counter
@@ -36,7 +37,7 @@ import pytest
 from curriculum import BucketedTaskGenerator, CurriculumConfig, SingleTaskGenerator, UniformConfig
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import REWARD_WRITES, ExactAccountingEnv
-from harness.episodes import LabelledTaskGenerator
+from harness.episodes import EPISODE_RECORD_KEY, LabelledTaskGenerator
 from harness.thresholds import MULTI_AGENT as LIMITS
 
 DESIGNS = [("single", None), ("Serial", "shared"), ("Serial", "centralized"), ("Multiprocessing", "shared"),
@@ -90,6 +91,30 @@ def _returns_within(seconds: float, what: str) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+def _reset_infos(infos: Any, envs: int, what: str) -> Any:
+    """A vector reset's `infos`, once the infos of steps still in flight (an env's step info, or
+    its episode end and the autoreset's info) are found ahead of the reset's own (one per env:
+    of the `envs` its batch returns: its reset info, or an episode end the env's wrapper hands on
+    with it), as the vector
+    documents: a trainer that takes the infos after the in-flight steps' as the new episodes'
+    would credit old episodes to them. Only with dict infos, where every reset has an info."""
+    def kind(info: Any) -> str:
+        if not isinstance(info, dict):
+            return ""
+        if EPISODE_RECORD_KEY in info:
+            return "E"
+        numbers = info.get("exact_accounting")
+        if not isinstance(numbers, dict):
+            return ""
+        return "S" if "step" in numbers else "R" if numbers.get("episode_length") == 0 else ""
+
+    kinds = "".join(kind(info) for info in (infos if isinstance(infos, list) else [infos]))
+    assert "R" not in kinds or re.fullmatch(f"(S|ER?)*[RE]{{{envs}}}", kinds), (
+        f"{what}: the reset returned infos of steps in flight after its own (in order, S a step's info, E an episode "
+        f"end, R a reset info; the last {envs} are the reset's own): {kinds}")
+    return infos
+
 
 @pytest.mark.parametrize("done_flags", ["hold", "pulse"])
 @pytest.mark.parametrize(("backend", "tracking"), DESIGNS, ids=[f"{b}-{t}" if t else b for b, t in DESIGNS])
@@ -157,19 +182,21 @@ def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factor
                     if step in in_flight:  # a reset while a step is sent, not received (answered, after a pause)
                         vecenv.send(actions)
                         time.sleep(in_flight[step])
-                        with _returns_within(LIMITS.reset_deadline, f"{context}: a reset with the step sent at "
-                                                                    f"step {step} in flight"):
-                            watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+                        what = f"{context}: a reset with the step sent at step {step} in flight"
+                        with _returns_within(LIMITS.reset_deadline, what):
+                            watcher.observe(_reset_infos(vecenv.reset(seed=scenario_seed)[1], batch, what))
                         continue
                     infos = vecenv.step(actions)[4]
                     watcher.observe(infos)
                     if not reset_midway and step >= LIMITS.steps // 2 and infos:  # after workers sent infos
                         reset_midway = True
-                        with _returns_within(LIMITS.reset_deadline, f"{context}: a reset at step {step}"):
-                            watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+                        what = f"{context}: a reset at step {step}"
+                        with _returns_within(LIMITS.reset_deadline, what):
+                            watcher.observe(_reset_infos(vecenv.reset(seed=scenario_seed)[1], batch, what))
                 # a reset returns the episodes of batches still in flight
-                with _returns_within(LIMITS.reset_deadline, f"{context}: the reset after the run"):
-                    watcher.observe(vecenv.reset(seed=scenario_seed)[1])
+                what = f"{context}: the reset after the run"
+                with _returns_within(LIMITS.reset_deadline, what):
+                    watcher.observe(_reset_infos(vecenv.reset(seed=scenario_seed)[1], batch, what))
             finally:
                 vecenv.close()
         ended = len(watcher.episodes)
