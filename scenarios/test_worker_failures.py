@@ -439,14 +439,15 @@ def _env_slow_in_the_last_workers(buf=None, seed=0):
                                  slow=seed % LIMITS.num_envs >= LIMITS.num_envs // 2)
 
 
-def test_batches_never_wait_on_workers_they_do_not_need(curriculum_factory, require_capability,
-                                                         scenario_seed) -> None:
-    """Batches of any two workers that are done (pufferlib's `sync_traj=False`; with its default
-    it takes workers strictly in turn), two fast workers and two whose every step takes
+@pytest.mark.parametrize("layout", ["async-any", "async"])
+def test_batches_never_wait_on_workers_they_do_not_need(curriculum_factory, require_capability, scenario_seed,
+                                                         layout: str) -> None:
+    """Batches of any two workers that are done, or of the first zero-copy block of two whose
+    workers are both done (pufferlib's `sync_traj=False`; with its default it takes workers
+    strictly in turn), two fast workers (the first block) and two whose every step takes
     `LIMITS.slow_step`: a batch is returned as soon as pufferlib could return one, so the fast
     pair keeps being batched while the slow ones step (a vector that waits for a worker the
     batch does not need runs at the slow workers' pace, and asynchronous batching is lost)."""
-    layout = "async-any"
     require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
     base = scenario_seed * LIMITS.num_envs  # (env i gets seed base + i: the slow ones are the last two)
