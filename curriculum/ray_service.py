@@ -528,7 +528,10 @@ class CurriculumClient:
         self._outbox: tuple[int, list[tuple[int, float, str]]] | None = None  # sent, not yet acknowledged
         self._outbox_ref: Any = None  # the outbox's request while its answer is outstanding
         self._refill: Any = None  # a background request for tasks
-        self._issued: OrderedDict[int, str] = OrderedDict()  # task id -> issuing incarnation
+        # task id -> the incarnation of each of its handouts not completed yet, oldest first (a task
+        # drawn twice may span a restore: each completion takes one of them, so none is tagged
+        # with an incarnation that never issued the id, which would refuse it instead of late)
+        self._issued: OrderedDict[int, list[str]] = OrderedDict()
         self._closed = False
         self.sent = 0
         self.recorded = 0
@@ -566,7 +569,11 @@ class CurriculumClient:
                 self._take_refill()
         task, epoch = queue.popleft()
         issued = self._issued
-        issued[task.task_id] = epoch
+        handouts = issued.get(task.task_id)
+        if handouts is not None:
+            handouts.append(epoch)
+        else:
+            issued[task.task_id] = [epoch]
         if len(issued) > _MAX_ISSUED:
             issued.popitem(last=False)
         if self._refill is None and len(queue) <= self.prefetch // 2:
@@ -593,7 +600,13 @@ class CurriculumClient:
             task_id = int(task_id)
         if task_id < 0:
             raise UnknownTaskError(f"Expected a task id issued by this curriculum's get_task(), received {task_id}")
-        epoch = self._issued.pop(task_id, self._epoch)
+        handouts = self._issued.get(task_id)
+        if handouts:
+            epoch = handouts.pop(0)
+            if not handouts:
+                del self._issued[task_id]
+        else:
+            epoch = self._epoch
         pending = self._pending
         if not pending:
             self._pending_since = time.monotonic()

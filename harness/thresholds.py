@@ -356,6 +356,12 @@ class RayServiceLimits:
     """Calls of the service's accounts check (a seeded schedule of what 3+ clients do)."""
     schedule_checkpoint_interval: int = 10
     """The service's `checkpoint_interval` in that check (a few batches between files)."""
+    client_calls: int = 300
+    """Calls of the clients' accounts check (a seeded schedule of what 3 workers' clients do)."""
+    client_stall: float = 1.0
+    """Seconds the service stalls in that check's calls that time out."""
+    client_short_timeout: float = 0.25
+    """A client's `timeout` in those calls (under the stall, so each times out)."""
 
 
 RAY_SERVICE = RayServiceLimits()

@@ -31,6 +31,7 @@ roots are passed to the workers. The Ray backend uses its own env wrapper, so
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -53,6 +54,7 @@ from curriculum import (  # noqa: E402
     SingleTaskGenerator,
     WeightedTaskSetGenerator,
 )
+from curriculum.errors import CurriculumError, CurriculumServiceError, UnknownTaskError  # noqa: E402
 
 try:
     import ray
@@ -609,3 +611,206 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
     earlier.update(totals)
     thin = [name for name in needed if not earlier[name]]
     assert not thin, f"[{setup}] the schedule never made {thin}: {dict(earlier)}, seed {scenario_seed}"
+
+
+class _Stalling:
+    """A curriculum factory whose curricula stall the next completion for `LIMITS.client_stall`
+    seconds once the file `flag` exists, and remove it (a service that stops answering for a
+    while)."""
+
+    def __init__(self, factory: Callable[..., Any], flag: str) -> None:
+        self.factory, self.flag = factory, flag
+
+    def __call__(self, config: CurriculumConfig) -> Any:
+        return _StallingCurriculum(self.factory(config), self.flag)
+
+
+class _StallingCurriculum:
+    def __init__(self, inner: Any, flag: str) -> None:
+        self._inner, self._flag = inner, flag
+
+    def update_task_performance(self, task_id: Any, score: float) -> Any:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._flag)
+            time.sleep(LIMITS.client_stall)
+        return self._inner.update_task_performance(task_id, score)
+
+    def __getattr__(self, name: str) -> Any:  # test double: everything else is the curriculum's
+        return getattr(self._inner, name)
+
+
+class _ClientModel:
+    """What one `CurriculumClient` holds and counts, by its documentation: completions queued
+    (`unsent_completions`), a batch sent and not yet answered (with them,
+    `pending_completions`), its counters, and the tasks it handed out."""
+
+    def __init__(self, client: CurriculumClient, name: str) -> None:
+        self.client, self.name = client, name
+        self.held: list[int] = []
+        self.pending: list[bool] = []  # per completion queued: whether the service refuses it (an id never issued)
+        self.outbox: list[bool] | None = None
+        self.sent = self.refused = 0
+
+    def collect(self) -> bool:
+        """The outbox answered (a refusal in it raises): its counts; whether it raises."""
+        batch, self.outbox = self.outbox, None
+        self.sent += len(batch)
+        self.refused += sum(batch)
+        return any(batch)
+
+    def flush(self) -> bool:
+        """`flush()`: the outbox answered first, then the queue sent and answered; whether it raises."""
+        if self.outbox is not None and self.collect():
+            return True
+        if self.pending:
+            self.outbox, self.pending = self.pending, []
+            return self.collect()
+        return False
+
+    def complete(self, refused: bool) -> bool:
+        """`update_task_performance()`: queued, and the queue sent when full (or at once with
+        `max_delay=0`); whether the call raises (a refusal in the batch it collects)."""
+        self.pending.append(refused)
+        client = self.client
+        if len(self.pending) < client.batch_size and client.max_delay is None:
+            return False
+        if client.batch_size == 1:
+            return self.flush()
+        if self.outbox is not None and self.collect():
+            return True  # (the queue stays queued)
+        self.outbox, self.pending = self.pending, []
+        return False
+
+    def refusing(self) -> bool:
+        """Whether a completion sent or queued will be refused."""
+        return any(self.outbox or ()) or any(self.pending)
+
+    def differences(self) -> dict[str, tuple[Any, Any]]:
+        client = self.client
+        got = {"sent": client.sent, "refused": client.refused, "recorded + late": client.recorded + client.late,
+               "unsent_completions": client.unsent_completions, "pending_completions": client.pending_completions}
+        expected = {"sent": self.sent, "refused": self.refused, "recorded + late": self.sent - self.refused,
+                    "unsent_completions": len(self.pending),
+                    "pending_completions": len(self.pending) + len(self.outbox or ())}
+        return {name: (got[name], expected[name]) for name in got if got[name] != expected[name]}
+
+
+#: The clients of the check: (batch_size, max_delay); the last one also restores the service.
+_CLIENT_SETTINGS = ((1, None), (3, None), (4, 0.0))
+_CLIENT_SCHEDULE = {"get": 10, "complete": 10, "unknown id": 1, "flush": 2, "restore": 3, "stall": 3}
+"""The relative weights of the calls in the clients' schedule (`LIMITS.client_calls` calls)."""
+
+
+def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_cluster, curriculum_factory,
+                                                                         scenario_seed, tmp_path) -> None:
+    """Workers' clients (batches of 1, of 3, and of 4 sent at once by `max_delay=0`) under a
+    seeded schedule of what a worker does: draw tasks, complete them, complete an id the service
+    never issued, flush, restore a snapshot, and flush while the service stalls past the
+    client's timeout. After every call each client's numbers are those its documentation
+    gives: `unsent_completions` and `pending_completions` (a batch that was not answered stays,
+    to be resent), `sent`, `refused` and `recorded + late == sent - refused` (every verdict of a
+    batch counted, those after a refusal too); a call raises the service's refusal exactly when
+    it collects a batch that holds one. A task the restoring client hands out right after its
+    restore is one the restored service issued (`client_accounts()`: its completion is
+    acknowledged), never one drawn from the replaced pool. (Restores come in the second half of
+    the schedule, where only the restoring client completes ids never issued: a client that has
+    not heard from the service since a restore takes such an id for one an earlier incarnation
+    issued, and its completion is late.)"""
+    flag = tmp_path / "stall"
+    service = start_curriculum_service(accounting_config(scenario_seed), factory=_Stalling(curriculum_factory,
+                                                                                             str(flag)))
+    models = [_ClientModel(CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=batch_size,
+                                            timeout=TIMEOUT, max_delay=max_delay), f"client {i} (batch {batch_size}, "
+                                                                                    f"max_delay {max_delay})")
+              for i, (batch_size, max_delay) in enumerate(_CLIENT_SETTINGS)]
+    restorer = models[-1]
+    rng = np.random.default_rng(scenario_seed)
+    done = Counter()
+    try:
+        try:
+            snapshot = restorer.client.get_state()
+        except (AttributeError, NotImplementedError, CurriculumError):  # a plug-in without checkpoints
+            snapshot = None
+        unknown_ids = itertools.count(10**12)
+        kinds, weights = list(_CLIENT_SCHEDULE), np.array(list(_CLIENT_SCHEDULE.values()), dtype=float)
+        for call in range(1, LIMITS.client_calls + 1):
+            second_half = call > LIMITS.client_calls // 2
+            model = models[rng.integers(len(models))]
+            kind = rng.choice(kinds, p=weights / weights.sum())
+            client = model.client
+            where = f"call {call} ({kind}), {model.name}, seed {scenario_seed}"
+            if kind == "get":
+                model.held.append(client.get_task().task_id)
+            elif kind in ("complete", "unknown id"):
+                if kind == "complete" and not model.held or kind == "unknown id" and second_half and model is not restorer:
+                    continue
+                task_id = model.held.pop(int(rng.integers(len(model.held)))) if kind == "complete" else next(unknown_ids)
+                raises = model.complete(kind == "unknown id")
+                try:
+                    client.update_task_performance(task_id, float(rng.random()))
+                except UnknownTaskError:
+                    assert raises, f"{where}: refused a completion, though the batch it collected held no refusal"
+                else:
+                    assert not raises, f"{where}: collected a batch that held a refusal, and raised nothing"
+            elif kind == "flush":
+                raises = model.flush()
+                try:
+                    client.flush()
+                except UnknownTaskError:
+                    assert raises, f"{where}: flush() raised a refusal, though no batch it sent held one"
+                else:
+                    assert not raises, f"{where}: flush() sent a batch that held a refusal, and raised nothing"
+            elif kind == "restore":
+                if model is not restorer or snapshot is None or not second_half or model.refusing():
+                    continue  # (load_state flushes first: only with nothing to refuse)
+                while model.held:  # (a task it still held under the same id would take the completion below)
+                    model.complete(False)
+                    client.update_task_performance(model.held.pop(), 0.5)
+                model.flush()
+                client.load_state(snapshot)
+                before = ray.get(service.client_accounts.remote(), timeout=TIMEOUT)[client.client_id]["acknowledged"]
+                model.complete(False)
+                client.update_task_performance(client.get_task().task_id, 0.5)
+                model.flush()
+                client.flush()
+                after = ray.get(service.client_accounts.remote(), timeout=TIMEOUT)[client.client_id]["acknowledged"]
+                assert after - before == 1, (
+                    f"{where}: the task handed out right after the restore, completed at once, counted "
+                    f"{after - before} acknowledged completions of the restored service's tasks, expected 1 (a task "
+                    "drawn from the replaced pool was handed out after the restore)")
+            elif kind == "stall":  # the service stops answering past the client's timeout, then comes back
+                if not model.pending or model.refusing():
+                    continue  # (a flush that sends a batch, with nothing to refuse)
+                ray.get(service.ping.remote(), timeout=TIMEOUT)  # every batch sent so far is applied: the next stalls
+                flag.touch()
+                client.timeout = LIMITS.client_short_timeout
+                try:
+                    with pytest.raises(CurriculumServiceError):
+                        client.flush()
+                finally:
+                    client.timeout = TIMEOUT
+                if model.outbox is not None:  # the batch sent before was answered
+                    model.collect()
+                model.outbox, model.pending = model.pending, []  # sent; its answer did not come: it stays
+            done[kind] += 1
+            wrong = model.differences()
+            assert not wrong, f"{where}: (the client's, by its documentation): {wrong}"
+        for model in models:
+            while model.outbox is not None or model.pending:  # (a refusal ends a flush early)
+                raises = model.flush()
+                try:
+                    model.client.flush()
+                except UnknownTaskError:
+                    assert raises, f"the last flush of {model.name} raised a refusal, though no batch held one"
+                else:
+                    assert not raises, f"the last flush of {model.name} sent a refusal and raised nothing"
+            wrong = model.differences()
+            assert not wrong, f"after a last flush, {model.name}, seed {scenario_seed}: {wrong}"
+        needed = ("stall", "unknown id") + (("restore",) if snapshot is not None else ())
+        thin = [kind for kind in needed if not done[kind]]
+        assert not thin, f"the schedule never made {thin}: {dict(done)}, seed {scenario_seed}"
+    finally:
+        for model in models:
+            with contextlib.suppress(CurriculumError):
+                model.client.close()
+        stop_curriculum_service(service, timeout=TIMEOUT)
