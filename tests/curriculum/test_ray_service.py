@@ -227,6 +227,36 @@ def test_prefetched_tasks_evicted_meanwhile_complete_late_never_credited_to_the_
     driver.close()
 
 
+def test_a_task_handed_out_twice_across_a_restore_completes_late_never_refused(services: list[Any]) -> None:
+    """A client that holds two handouts of one task id, drawn before a restore to a state that
+    never issued that id, completes both late; each completion keeps its own handout's
+    incarnation even after the client has heard of the restore."""
+    service = start(services, lp_config(8))
+    fresh = ray.get(service.get_state.remote())  # ids 0-7: every id from 8 on is issued later
+    driver = CurriculumClient(service, prefetch=8, batch_size=8, timeout=20.0)
+    holder = CurriculumClient(service, prefetch=1, batch_size=1, timeout=20.0)
+    twice = None
+    for step in range(3000):
+        task = driver.get_task()
+        driver.update_task_performance(task.task_id, stagnant_score(task.task_id, step))
+        if step % 50 == 49:
+            driver.flush()
+            drawn = [holder.get_task().task_id for _ in range(8)]
+            twice = next((task_id for task_id in drawn if task_id >= 8 and drawn.count(task_id) > 1), None)
+            if twice is not None:
+                break
+            for task_id in drawn:
+                holder.update_task_performance(task_id, 0.0)
+    assert twice is not None, "no task admitted after an eviction was drawn twice in a row of 8 draws"
+    late = holder.late
+    driver.load_state(fresh)
+    assert holder.update_task_performance(twice, 0.0) is False  # (its answer tells the client of the restore)
+    assert holder.update_task_performance(twice, 0.0) is False
+    assert (holder.late - late, holder.refused) == (2, 0)
+    holder.close()
+    driver.close()
+
+
 def run_episodes(client: CurriculumClient, episodes: int, offset: int) -> list[int]:
     ids = []
     for step in range(episodes):
