@@ -168,6 +168,10 @@ _VALUE_KINDS = (
     lambda rng: [rng.random(), []], lambda rng: (rng.randint(0, 2), (None,)), lambda rng: [[rng.random()], ["x"]],
     lambda rng: np.array([], dtype=rng.choice(_NUMPY_NUMBERS)), lambda rng: np.zeros((0, 2)),
 )
+#: Gauges only: per-env nanosecond timestamps, ints whose sum no int64 holds (averaged exactly to
+#: float64; a counter's sum past 2**53 has no exact float).
+_HUGE_KINDS = (lambda rng: [rng.randint(2**61, 2**62) for _ in range(rng.randint(2, 4))],
+               lambda rng: rng.randint(2**61, 2**62))
 #: Keys of the random infos: counters (a part among the pipeline's summed stats), gauges (some
 #: holding a counter's name inside a part, some a part of a counter's or an identifier's name:
 #: a counter or an identifier is named by a whole part), and identifiers, at every depth.
@@ -189,7 +193,8 @@ def _random_info(rng: random.Random) -> dict[str, Any]:
         node = info if group is None else info.setdefault(group, {})
         for part in parents:
             node = node.setdefault(part, {})
-        node[leaf] = rng.choice(_VALUE_KINDS)(rng)
+        counter = leaf in ("episodes", "completions", "total_completions") or key.startswith("per_label_samples")
+        node[leaf] = rng.choice(_VALUE_KINDS if counter else _VALUE_KINDS + _HUGE_KINDS)(rng)
     return info
 
 
