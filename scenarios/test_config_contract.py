@@ -33,6 +33,7 @@ import dataclasses
 import gc
 import inspect
 import math
+import multiprocessing
 import os
 import signal
 import weakref
@@ -159,8 +160,9 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     # the curriculum
     ("algorithm an AlgorithmConfig", lambda v: _curriculum(algorithm=v), "algorithm",
      (_lp(), UniformConfig()), (None, "learning_progress", {"ema_timescale": 0.1}, LearningProgressConfig)),
+    # (a level layout held in the config: a description of 300 KB in the shared block's header)
     ("task_generator a TaskGenerator, learning progress", lambda v: CurriculumConfig(task_generator=v), "task_generator",
-     (_generator(), _weights(1.0)), (None, {"level": 1}, "only", [_generator()], Stage("x", _generator()))),
+     (_generator(), _weights(1.0), SingleTaskGenerator({"level": 1, "layout": "#." * 150_000})), (None, {"level": 1}, "only", [_generator()], Stage("x", _generator()))),
     ("task_generator a TaskGenerator, uniform", lambda v: CurriculumConfig(task_generator=v, algorithm=UniformConfig()),
      "task_generator", (_generator(),), (None, {"level": 1})),
     ("task_generator None with staged progression (its stages carry the generators)",
@@ -824,12 +826,45 @@ run local and shared (the largest pool takes minutes to fill)."""
 _CONFIG_DOMAINS = [row for row in DOMAINS if _as_curriculum_config(row[1](row[3][0])) is not None]
 
 
+def _attach_in_child(name: str, config: CurriculumConfig, task_id: int, conn: Any) -> None:
+    try:
+        with Curriculum.attach(name, config) as attached:
+            attached.update_task_performance(task_id, config.score_range[1])
+    except Exception as error:  # noqa: BLE001 - sent to the test, which reports it
+        conn.send(f"{type(error).__name__}: {error}")
+    else:
+        conn.send(None)
+
+
+def _attach_elsewhere(name: str, config: CurriculumConfig, task_id: int) -> str | None:
+    """Attach to the shared curriculum `name` in a forked process and record a completion of
+    `task_id` there (the block's header read as a worker reads it); the error, if any."""
+    context = multiprocessing.get_context("fork")
+    here, there = context.Pipe(duplex=False)
+    child = context.Process(target=_attach_in_child, args=(name, config, task_id, there), daemon=True)
+    child.start()
+    there.close()
+    try:
+        return here.recv() if here.poll(60) else "the worker sent nothing in 60 s"
+    except EOFError:
+        return f"the worker ended (exit code {child.exitcode}) without an answer"
+    finally:
+        child.join(10)
+
+
+def _short(value: Any) -> str:
+    """`repr(value)`, cut to a length a failure message can show."""
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
 @pytest.mark.parametrize(("what", "build", "attribute", "accepted", "refused"), _CONFIG_DOMAINS,
                          ids=[_field_name(d[0]) for d in _CONFIG_DOMAINS])
 def test_every_accepted_config_runs_local_and_shared(what, build, attribute, accepted, refused) -> None:
-    """A config the constructor accepts runs, in one process and on a shared tracker alike: a
-    field checked again (or sized differently) only when the tracker is shared makes a setting
-    that passed a one-process test fail once the run is scaled out."""
+    """A config the constructor accepts runs, in one process and on a shared tracker alike, where
+    a second handle attaches by name and records too: a field checked again (or sized
+    differently) only when the tracker is shared or attached makes a setting that passed a
+    one-process test fail once the run is scaled out."""
     for value in accepted:
         config = _as_curriculum_config(build(value))
         memory = getattr(config.algorithm, "config_memory", 0)
@@ -839,14 +874,21 @@ def test_every_accepted_config_runs_local_and_shared(what, build, attribute, acc
             try:
                 curriculum = Curriculum(config, shared_memory=shared)
             except Exception as error:  # noqa: BLE001 - any error is the failure reported below
-                pytest.fail(f"{what}: {value!r} was accepted by the config, but a {'shared' if shared else 'local'} "
+                pytest.fail(f"{what}: {_short(value)} was accepted by the config, but a {'shared' if shared else 'local'} "
                             f"curriculum refused it: {type(error).__name__}: {error}")
             try:
                 task = curriculum.get_task()
                 curriculum.update_task_performance(task.task_id, config.score_range[1])
-                assert curriculum.stats()["total_completions"] == 1, (
-                    f"{what}: {value!r}, {'shared' if shared else 'local'}: one completion recorded, "
-                    f"stats() counts {curriculum.stats()['total_completions']}")
+                if shared:
+                    failure = _attach_elsewhere(curriculum.shared_memory_name, config, task.task_id)
+                    assert failure is None, (
+                        f"{what}: {_short(value)} was accepted by the config and runs shared, but a worker process "
+                        f"could not attach and record: {failure}")
+                stats = curriculum.stats()
+                recorded = stats["total_completions"] + stats["late_completions"]
+                assert recorded == 1 + shared, (
+                    f"{what}: {_short(value)}, {'shared' if shared else 'local'}: {1 + shared} completion(s) recorded "
+                    f"(one through an attached handle, shared), stats() counts {recorded} (late ones included)")
             finally:
                 curriculum.close()
 
