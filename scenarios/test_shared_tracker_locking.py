@@ -1933,6 +1933,54 @@ def _create_and_vanish(config: CurriculumConfig, conn) -> None:
     os._exit(0)
 
 
+def _create_without_start_times(config: CurriculumConfig, conn, close: bool) -> None:
+    """`_create_and_vanish` (or, with `close`, close it first) on a system that hides
+    `/proc/<pid>/stat`: the creator's start time cannot be read, so the block's header holds none."""
+    import curriculum.memory
+
+    curriculum.memory._process_start_time = lambda pid: None  # fault injection: what such a system reads
+    curriculum = Curriculum(config, shared_memory=True)
+    conn.send(curriculum.shared_memory_name)
+    conn.recv()
+    if close:
+        curriculum.close()
+    os._exit(0)
+
+
+def test_cleanup_removes_a_dead_creators_tracker_whose_start_time_was_unknown(uses_builtin_curriculum,
+                                                                              require_capability,
+                                                                              scenario_seed) -> None:
+    """Where a creator's start time could not be read (the header holds none), a creator that
+    died is told from a running one by its block's lock alone: the cleanup removes the dead
+    one's tracker, and keeps the one its running creator uses."""
+    require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+                              algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
+    resource_tracker.ensure_running()  # (one for the creators too, which the cleanup's removals reach)
+    context = mp.get_context("fork")
+    creators, paths = [], []
+    for close in (False, True):
+        here, there = context.Pipe()
+        creator = context.Process(target=_create_without_start_times, args=(config, there, close))
+        creator.start()
+        creators.append((creator, here))
+        paths.append(os.path.join(SEGMENT_DIR, here.recv()))
+    (dying, dying_conn), (running, running_conn) = creators
+    dead, live = paths
+    try:
+        dying_conn.send("die")
+        dying.join(timeout=30)
+        removed = remove_orphaned_segments()
+        assert _gone_or_removed(dead, removed) and os.path.exists(live), (
+            f"the cleanup, with the creators' start times unknown: the dead creator's tracker {dead} "
+            f"{'was removed' if _gone_or_removed(dead, removed) else 'is still there'} (it must go), the running "
+            f"creator's {live} {'is there' if os.path.exists(live) else 'was removed'} (it must stay), seed "
+            f"{scenario_seed}")
+    finally:
+        running_conn.send("close")
+        running.join(timeout=30)
+
+
 def _gone_or_removed(path: str, removed: list[str]) -> bool:
     """Removed by this cleanup, or already by another process's (creating a tracker cleans up)."""
     return path in removed or not os.path.exists(path)
