@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing as mp
 import os
-import threading
+import subprocess
+import sys
 
 import pytest
 
@@ -22,17 +24,30 @@ def test_start_method_holds_within_the_block_and_is_restored_after_it_even_on_an
         assert mp.get_start_method(allow_none=True) == before
 
 
+#: Run in a fresh interpreter (a pytest worker runs threads of its own that come and go): the
+#: counts before, with a thread and a pipe more, and after both are gone.
+_COUNTS = """
+import json, os, sys, threading
+from harness.processes import held_resources
+before = held_resources(os.getpid())
+release = threading.Event()
+thread = threading.Thread(target=release.wait)
+thread.start()
+read, write = os.pipe()
+during = held_resources(os.getpid())
+release.set()
+thread.join()
+os.close(read)
+os.close(write)
+print(json.dumps([before, during, held_resources(os.getpid())]))
+"""
+
+
 def test_held_resources_counts_a_new_thread_and_two_new_descriptors() -> None:
-    threads, descriptors = held_resources(os.getpid())
-    release = threading.Event()
-    thread = threading.Thread(target=release.wait)
-    thread.start()
-    read, write = os.pipe()
-    try:
-        assert held_resources(os.getpid()) == (threads + 1, descriptors + 2)
-    finally:
-        release.set()
-        thread.join()
-        os.close(read)
-        os.close(write)
-    assert held_resources(os.getpid()) == (threads, descriptors)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (root, os.environ.get("PYTHONPATH"))))}
+    output = subprocess.run([sys.executable, "-c", _COUNTS], capture_output=True, text=True, check=True, env=env,
+                            timeout=60).stdout
+    (threads, descriptors), during, after = json.loads(output)
+    assert during == [threads + 1, descriptors + 2]
+    assert after == [threads, descriptors]
