@@ -27,7 +27,7 @@ def test_start_method_holds_within_the_block_and_is_restored_after_it_even_on_an
 #: Run in a fresh interpreter (a pytest worker runs threads of its own that come and go): the
 #: counts before, with a thread and a pipe more, and after both are gone.
 _COUNTS = """
-import json, os, sys, threading
+import json, os, sys, threading, time
 from harness.processes import held_resources
 before = held_resources(os.getpid())
 release = threading.Event()
@@ -39,6 +39,10 @@ release.set()
 thread.join()
 os.close(read)
 os.close(write)
+for _ in range(200):  # (a joined thread leaves /proc/<pid>/task a moment after join() returns)
+    if held_resources(os.getpid()) == before:
+        break
+    time.sleep(0.01)
 print(json.dumps([before, during, held_resources(os.getpid())]))
 """
 
