@@ -29,6 +29,8 @@ from curriculum import ValueRange, WeightedTaskSetGenerator
 from harness.generator_checks import REFERENCE_GENERATORS, Z, build, check_generator, same_in_another_process, weight_of
 from harness.thresholds import TASK_GENERATORS as LIMITS
 
+from .test_config_contract import _short
+
 
 def _ids(kind: str) -> list[int]:
     if kind == "pool":  # slot + k * capacity: the ids evictions hand out
@@ -100,12 +102,6 @@ def _change_in_place(value) -> None:
             else:
                 value[index] = "changed"
         value.append("changed")  # (a scalar: lists shared by mistake grow by one entry a call, not twice as deep)
-
-
-def _short(task: object) -> str:
-    """`repr(task)`, cut to a length a failure message can show."""
-    text = repr(task)
-    return text if len(text) <= 400 else text[:400] + "..."
 
 
 def test_changing_the_callers_config_changes_no_task(scenario_seed) -> None:
