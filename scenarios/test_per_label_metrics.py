@@ -758,11 +758,21 @@ def _random_statistics(rng: np.random.Generator, algorithm: LearningProgressConf
     return [row[field] for field in STATE_FIELDS]
 
 
+def _faint(row: list[float], rng: np.random.Generator) -> list[float]:
+    """`row` (a calm task's statistics) made to show learning progress of about 1e-309 with no
+    noise to hide it: subnormal, yet precise to 13 digits, so a pool of one to three of them has
+    a total learning progress whose inverse times the rest overflows."""
+    fields = dict(zip(STATE_FIELDS, row))
+    fields.update(slow=0.0, peak=0.0, var=0.0, fast=float(rng.uniform(0.1, 1.4)) * 1e-309)
+    return [fields[field] for field in STATE_FIELDS]
+
+
 def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, require_capability,
                                                         scenario_seed) -> None:
     """States the simulated students seldom reach: the checkpoint of a run (real keys, labels,
     memory and usefulness) with every pool task's statistics drawn at random within their
-    documented ranges, restored with `load_state`, and one episode recorded. The distribution
+    documented ranges (now and then a few of them the only ones with learning progress, of a
+    subnormal size), restored with `load_state`, and one episode recorded. The distribution
     the refresh after it samples from and the pool counts `stats()` reports must be those the
     documented rules give for that state; the random draws land on both sides of every rule's
     edge (the learned level, the noise band, the frontier's test and budget), where a run's
@@ -782,8 +792,12 @@ def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, requ
         for trial in range(LIMITS.random_states):
             state = plain_copy(played)
             calm = bool(rng.random() < 0.5)
-            state["arrays"]["lp_state"] = [value for _ in range(tracker.capacity) for value in _random_statistics(
-                rng, algorithm, algorithm.min_samples_for_lp, calm)]
+            rows = [_random_statistics(rng, algorithm, algorithm.min_samples_for_lp, calm)
+                    for _ in range(tracker.capacity)]
+            if calm and rng.random() < 0.25:
+                for slot in rng.choice(tracker.capacity, size=int(rng.integers(1, 4)), replace=False).tolist():
+                    rows[slot] = _faint(rows[slot], rng)
+            state["arrays"]["lp_state"] = [value for row in rows for value in row]
             state["arrays"]["lp_label_retries"] = rng.integers(0, 3, len(state["arrays"]["lp_label_retries"])).tolist()
             curriculum.load_state(state)  # (sampling as the checkpoint did until the next refresh)
             task = curriculum.get_task()
