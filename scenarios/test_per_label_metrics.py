@@ -254,9 +254,13 @@ def _built_in(curriculum_factory, require_capability, config: CurriculumConfig, 
 _LP_SETTINGS = {
     "defaults": LearningProgressConfig(),
     # counts derived from the rates fall between two integers, past the half (1 / a_f = 6.67 retry
-    # samples, 2 / a_s = 47.6 completions of frontier practice), so truncating is not rounding
+    # samples, 2 / a_s = 47.6 completions of frontier practice), so truncating is not rounding;
+    # every budget and threshold of its own size, none equal to another (the defaults' revisit,
+    # retry and admission usefulness are all 0.1: one read for another changes nothing there)
     "settings": LearningProgressConfig(ema_timescale=0.15, slow_timescale_factor=0.28, min_samples_for_lp=3,
-                                       noise_z=1.5, max_baseline=0.6, mastered_gain=0.3),
+                                       noise_z=1.5, max_baseline=0.6, mastered_gain=0.3, exploration=0.04,
+                                       cold_exploration=0.16, revisit=0.12, retry=0.08, frontier_z=2.5,
+                                       admission_candidates=6, admission_usefulness=0.06),
     # a threshold on a value the state takes exactly: a configuration remembered as stagnant has
     # usefulness 0, which "at least 0" admits and "above 0" would not
     "boundary": LearningProgressConfig(admission_usefulness=0.0),
