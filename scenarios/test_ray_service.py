@@ -695,6 +695,11 @@ class _ClientModel:
         return {name: (got[name], expected[name]) for name in got if got[name] != expected[name]}
 
 
+def _issued(service: Any, client: CurriculumClient) -> int:
+    """The tasks the service issued to `client` (`client_accounts()`)."""
+    return ray.get(service.client_accounts.remote(), timeout=TIMEOUT)[client.client_id]["issued"]
+
+
 #: The clients of the check: (batch_size, max_delay); the last one also restores the service.
 _CLIENT_SETTINGS = ((1, None), (3, None), (4, 0.0))
 _CLIENT_SCHEDULE = {"get": 10, "complete": 10, "unknown id": 1, "flush": 2, "restore": 3, "stall": 3}
@@ -710,7 +715,8 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
     gives: `unsent_completions` and `pending_completions` (a batch that was not answered stays,
     to be resent), `sent`, `refused` and `recorded + late == sent - refused` (every verdict of a
     batch counted, those after a refusal too); a call raises the service's refusal exactly when
-    it collects a batch that holds one. A task the restoring client hands out right after its
+    it collects a batch that holds one; reading `stats()` or the state, or a flush with nothing
+    to send, draws no task. A task the restoring client hands out right after its
     restore is one the restored service issued (`client_accounts()`: its completion is
     acknowledged), never one drawn from the replaced pool. (Restores come in the second half of
     the schedule, where only the restoring client completes ids never issued: a client that has
@@ -727,10 +733,17 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
     rng = np.random.default_rng(scenario_seed)
     done = Counter()
     try:
+        for model in models:  # reads, before any task is drawn: nothing to send, no task to draw
+            model.client.stats()
+            model.client.flush()
         try:
             snapshot = restorer.client.get_state()
         except (AttributeError, NotImplementedError, CurriculumError):  # a plug-in without checkpoints
             snapshot = None
+        drawn = {model.name: (model.client.queued_tasks, _issued(service, model.client)) for model in models}
+        assert drawn == {model.name: (0, 0) for model in models}, (
+            f"clients that only read stats() and the state, and flushed nothing, drew tasks from the service (queued "
+            f"tasks, tasks the service issued to the client): {drawn}, seed {scenario_seed}")
         unknown_ids = itertools.count(10**12)
         kinds, weights = list(_CLIENT_SCHEDULE), np.array(list(_CLIENT_SCHEDULE.values()), dtype=float)
         for call in range(1, LIMITS.client_calls + 1):
@@ -753,6 +766,8 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                 else:
                     assert not raises, f"{where}: collected a batch that held a refusal, and raised nothing"
             elif kind == "flush":
+                idle = model.outbox is None and not model.pending
+                drawn = (client.queued_tasks, _issued(service, client))
                 raises = model.flush()
                 try:
                     client.flush()
@@ -760,6 +775,10 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                     assert raises, f"{where}: flush() raised a refusal, though no batch it sent held one"
                 else:
                     assert not raises, f"{where}: flush() sent a batch that held a refusal, and raised nothing"
+                assert not idle or (client.queued_tasks, _issued(service, client)) == drawn, (
+                    f"{where}: flush() with nothing queued or in flight drew tasks from the service (queued tasks, "
+                    f"tasks the service issued to the client) {drawn} -> {(client.queued_tasks, _issued(service, client))}"
+                    ": a round trip that sends nothing")
             elif kind == "restore":
                 if model is not restorer or snapshot is None or not second_half or model.refusing():
                     continue  # (load_state flushes first: only with nothing to refuse)
