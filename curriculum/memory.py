@@ -740,6 +740,11 @@ class SharedMemoryBackend(TaskMemoryBackend):
         reads again. Restoring the old version (and moving the transaction number on only
         after it) left a window in which such a reader took a never-committed word as
         committed.
+
+        The journal's count of rows stays: until the transaction number moves on, a lock-free
+        `snapshot()` that copied the rows while the transaction's words were in them replaces
+        those rows by their pre-images, which it finds through that count (cleared first, the
+        copy was taken as committed). The next transaction clears it.
         """
         control = self._control
         self._hot[:] = self._hot_shadow
@@ -754,7 +759,6 @@ class SharedMemoryBackend(TaskMemoryBackend):
             for i in range(journal):
                 at = control[_JOURNAL_ROWS + i] * row_words
                 rows_q[at + 1:at + row_words] = shadow_q[at + 1:at + row_words]
-        control[_JOURNAL] = 0
 
     def touch(self, slot: int) -> None:
         """Journal slot row `slot` before its first write in this transaction (no-op outside one)."""

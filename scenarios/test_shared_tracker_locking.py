@@ -1882,6 +1882,149 @@ def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(us
         curriculum.close()
 
 
+def _section_in_steps(curriculum, rows: str, end: str, conn) -> None:
+    """A writer (forked) that goes through one section a step at a time, each step reported on
+    `conn` and the next awaited: the lock taken; rows written (slot 0 twice, then slot 1 ("few",
+    each row journaled on its own) or every slot ("all", the rows journaled at once), and a new
+    task put into slot 2); the section ended (`end`: "abort" or "commit")."""
+    tracker = curriculum.tracker
+    tracker.lock.acquire()
+    conn.send("taken")
+    conn.recv()
+    tracker.record(0, 1.0)
+    tracker.record(0, 0.0)
+    for other in _other_rows(tracker.capacity, 0, rows)[1:] if rows == "all" else [1]:
+        tracker.record(other, 1.0)
+    tracker.assign(2, UNCOMMITTED_TASK_ID, evicted=True)
+    conn.send("written")
+    conn.recv()
+    (tracker.lock.abort if end == "abort" else tracker.lock.release)()
+    conn.send("ended")
+    conn.recv()
+
+
+def _block_images(curriculum, rows: str, end: str) -> dict[str, bytes]:
+    """The shared block's bytes at each step of one `_section_in_steps` writer: "taken",
+    "written" (also what a writer killed there leaves) and "ended"."""
+    mapping = curriculum.tracker.backend._segment.map
+    here, there = CTX.Pipe()
+    writer = CTX.Process(target=_section_in_steps, args=(curriculum, rows, end, there), daemon=True)
+    writer.start()
+    images = {}
+    try:
+        for step in ("taken", "written", "ended"):
+            assert here.poll(30) and here.recv() == step, f"the writer did not report the step {step!r}"
+            images[step] = bytes(mapping)
+            here.send("go")
+        writer.join(timeout=30)
+    finally:
+        _stop(writer)
+    return images
+
+
+_AFTER_THE_READ = 10**9
+"""A line number no read reaches: a step planned there comes after the read."""
+
+
+def _traced(call, step) -> tuple[Any, int]:
+    """`call()` with `step(k)` run just before the k-th line the library runs for it; what it
+    returned and how many lines it ran."""
+    lines = 0
+
+    def count(frame, event, arg):
+        nonlocal lines
+        if event == "line":
+            lines += 1
+            step(lines)
+        return count
+
+    sys.settrace(lambda frame, event, arg: count if frame.f_code.co_filename.startswith(_LIBRARY) else None)
+    try:
+        result = call()
+    finally:
+        sys.settrace(None)
+    return result, lines
+
+
+@pytest.mark.parametrize("rows", ["few", "all"])
+def test_a_lock_free_read_overlapping_a_section_at_any_lines_returns_a_committed_state(
+        uses_builtin_curriculum, curriculum_factory, require_capability, scenario_seed, rows: str) -> None:
+    """A lock-free read (`snapshot()`, `task_stats()`, `task_id_at()`) overlaps a writer's
+    section in every way its lines allow: the section's lock taken before the read or with its
+    rows written at any line of it, and the section ended at any line at or after the writes
+    (or after the read): aborted, committed, or its holder killed and the section rolled back
+    by the next holder, whole or stopped after any step of the repair (the repairer killed in
+    turn). Each state is the block exactly as real writers left it there (its bytes, recorded
+    step by step). The read must return the state before the section (aborted, killed), or
+    that or the state after it (committed): never a word the section wrote and did not
+    commit, never a mix of two states."""
+    require_capability(uses_builtin_curriculum, "replays the built-in shared tracker's block step by step")
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool)
+    tracker = curriculum.tracker
+    mapping = tracker.backend._segment.map
+    try:
+        rng = np.random.default_rng(scenario_seed)
+        for score in rng.random(LIMITS.journal_history).tolist():
+            curriculum.update_task_performance(curriculum.get_task().task_id, score)
+        ids = [tracker.task_id_at(slot) for slot in range(3)]
+        reads = {"snapshot()": tracker.snapshot,
+                 **{f"task_stats({slot}, {ids[slot]})": (lambda slot=slot: tracker.task_stats(slot, ids[slot]))
+                    for slot in range(3)},
+                 "task_id_at(2)": lambda: tracker.task_id_at(2)}
+        committed = bytes(mapping)
+        images = {end: _block_images(curriculum, rows, end) for end in ("abort", "commit")}
+
+        def put(image: bytes) -> None:
+            mapping[:] = image
+
+        def states(image: bytes) -> dict[str, Any]:
+            put(image)
+            return {name: read() for name, read in reads.items()}
+
+        before, after = states(committed), states(images["commit"]["ended"])
+        put(committed)
+
+        def same(a: Any, b: Any) -> bool:
+            return all(np.array_equal(a[k], b[k]) for k in a) if isinstance(a, dict) else a == b
+
+        def repair() -> None:
+            with tracker.lock:  # the dead holder's section rolled back
+                pass
+
+
+        put(images["abort"]["written"])  # the writer killed there: the next holder's repair, line by line
+        repairing = [bytes(mapping)]
+        _traced(repair, lambda line: repairing.append(bytes(mapping)))
+        repairing = [image for i, image in enumerate(repairing) if i == 0 or image != repairing[i - 1]]
+        ends = {"abort": [images["abort"]["ended"]], "commit": [images["commit"]["ended"]],
+                **{f"killed, repaired up to step {k}": [image] for k, image in enumerate(repairing[1:-1], 1)},
+                "killed, repaired": [bytes(mapping)]}
+        wrong, runs = [], 0
+        for name, read in reads.items():
+            lines = _traced(read, lambda line: None)[1]
+            at = [*range(1, lines + 1), _AFTER_THE_READ]
+            for end, (image,) in ends.items():
+                steps = images["commit" if end == "commit" else "abort"]
+                for taken_before, (w, written) in itertools.product((True, False), enumerate(at)):
+                    for ended in at[w:]:
+                        put(steps["taken"] if taken_before else committed)
+                        plan = {written: [steps["written"]]}
+                        plan.setdefault(ended, []).append(image)
+                        got, _ = _traced(read, lambda line: [put(step) for step in plan.get(line, ())])
+                        runs += 1
+                        if not (same(got, before[name]) or end == "commit" and same(got, after[name])):
+                            wrong.append((name, end, "before the read" if taken_before else written, written,
+                                          "after the read" if ended == _AFTER_THE_READ else ended))
+                        put(committed)
+        assert not wrong, (
+            f"{len(wrong)} of {runs} lock-free reads overlapping a writer's section ({rows} rows) returned a state "
+            f"the block never committed: (read, section end, line the lock was taken, line written, line ended) "
+            f"{wrong[:6]}, seed {scenario_seed}")
+    finally:
+        put(committed) if "committed" in locals() else None
+        curriculum.close()
+
+
 _JOINING_TRAINER = """
 import sys
 from curriculum import Curriculum, CurriculumConfig, SingleTaskGenerator, UniformConfig
@@ -1924,10 +2067,14 @@ def test_processes_of_their_own_join_record_and_leave_without_taking_the_block(u
         creator.close()
 
 
-def _create_and_vanish(config: CurriculumConfig, conn) -> None:
+def _create_and_vanish(config: CurriculumConfig, conn, with_its_tracker: bool = False) -> None:
     """Create a shared curriculum, wait for the word, and die without closing it (a crashed
-    creator). Creating a tracker removes orphans, so every creator is made before any dies."""
+    creator). Creating a tracker removes orphans, so every creator is made before any dies.
+    `with_its_tracker`: multiprocessing's resource tracker dies with it (a container whose
+    processes all end), so nothing unlinks the block: it stays, an orphan."""
     curriculum = Curriculum(config, shared_memory=True)
+    if with_its_tracker:
+        resource_tracker.unregister("/" + curriculum.shared_memory_name, "shared_memory")
     conn.send(curriculum.shared_memory_name)
     conn.recv()
     os._exit(0)
@@ -2066,6 +2213,45 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
     assert _gone_or_removed(attached, removed), (
         f"once released, {attached} (its creator dead) must be removed; the cleanup removed {removed}, seed "
         f"{scenario_seed}")
+
+
+def test_a_tracker_created_again_under_its_name_takes_the_place_of_its_dead_creators_block(
+        uses_builtin_curriculum, require_capability, scenario_seed) -> None:
+    """A tracker created under a fixed name (`SharedMemoryBackend(name=...)`: a service that
+    restarts after a crash under the name its workers attach to) whose previous block a dead
+    creator left behind: creating one removes the orphaned blocks first, so it succeeds, and
+    the name holds the new block."""
+    require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+                              algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
+    here, there = CTX.Pipe()
+    creator = CTX.Process(target=_create_and_vanish, args=(config, there, True))
+    creator.start()
+    name = here.recv()
+    here.send("die")
+    creator.join(timeout=30)
+    path = os.path.join(SEGMENT_DIR, name)
+    backend = None
+    try:
+        assert os.path.exists(path), f"the dead creator's block {path} was not left behind: the check measured nothing"
+        try:
+            backend = memory.SharedMemoryBackend({"level": ("int64", 4)}, name=name, slot_arrays=("level",),
+                                                 meta={"restarted": scenario_seed})
+        except SharedTrackerError as error:
+            pytest.fail(f"creating a tracker under the name {name!r} of a dead creator's orphaned block raised "
+                        f"{error!r}: the orphan must be removed first, seed {scenario_seed}")
+        attached = memory.SharedMemoryBackend.attach(name)
+        try:
+            assert attached.meta == {"restarted": scenario_seed}, (
+                f"the name {name!r} re-created holds a block with meta {attached.meta!r}, not the new one's, seed "
+                f"{scenario_seed}")
+        finally:
+            attached.close()
+    finally:
+        if backend is not None:
+            backend.close()
+        if os.path.exists(path):
+            os.unlink(path)
 
 
 def _create_fork_and_wait(config: CurriculumConfig, creator_conn, worker_conn) -> None:
