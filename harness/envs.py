@@ -80,7 +80,8 @@ EPISODE_ENDS: Final = (ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC)
 DESYNC_SIGNALS: Final = ("info", "nested", "attribute", "loose", "split", "first", "mixed")
 """How an `ExactAccountingEnv` marks a desync cut: `truncated_by_desync` in the step's info
 (`exact_accounting/truncated_by_desync`, or "nested" one level deeper:
-`exact_accounting/cut/truncated_by_desync`, the `cut` mapping a defaultdict), or its `desync_truncation` attribute set at that
+`exact_accounting/cut/truncated_by_desync`, the `cut` mapping a defaultdict, beside a False
+`exact_accounting/truncated_by_desync`), or its `desync_truncation` attribute set at that
 step (all are part of the wrappers' contract: the flag counts at any nesting depth). "loose":
 the flag is in every episode's last info, False at a time limit and True at a desync cut and
 at a terminal end too (an env that flags a cut it scheduled for later than where the episode
@@ -604,8 +605,10 @@ class ExactAccountingEnv(_HarnessEnv):
             self.desync_truncation = True
         elif end == ENDED_DESYNC and self._desync_signal == "nested":
             # a numpy bool, as envs often write, in a mapping that is no plain dict (a logger's
-            # defaultdict): the flag counts inside any mapping
+            # defaultdict): the flag counts inside any mapping, True at any depth even beside a
+            # False one level up (a logger's default written at the top)
             numbers["cut"] = defaultdict(bool, truncated_by_desync=np.bool_(True))
+            numbers["truncated_by_desync"] = False
         elif end == ENDED_DESYNC and not self._cut_flagged:
             numbers["truncated_by_desync"] = True
         if self._desync_signal == "loose":
