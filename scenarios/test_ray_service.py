@@ -36,6 +36,7 @@ import itertools
 import logging
 import math
 import os
+import pickle
 import sys
 import time
 from collections import Counter, defaultdict
@@ -644,8 +645,9 @@ class _ClientModel:
     (`unsent_completions`), a batch sent and not yet answered (with them,
     `pending_completions`), its counters, and the tasks it handed out."""
 
-    def __init__(self, client: CurriculumClient, name: str) -> None:
+    def __init__(self, client: CurriculumClient, name: str, batch_size: int, max_delay: float | None) -> None:
         self.client, self.name = client, name
+        self.batch_size, self.max_delay = batch_size, max_delay  # (as asked for, not as the client holds them)
         self.held: list[int] = []
         self.pending: list[bool] = []  # per completion queued: whether the service refuses it (an id never issued)
         self.outbox: list[bool] | None = None
@@ -671,10 +673,9 @@ class _ClientModel:
         """`update_task_performance()`: queued, and the queue sent when full (or at once with
         `max_delay=0`); whether the call raises (a refusal in the batch it collects)."""
         self.pending.append(refused)
-        client = self.client
-        if len(self.pending) < client.batch_size and client.max_delay is None:
+        if len(self.pending) < self.batch_size and self.max_delay is None:
             return False
-        if client.batch_size == 1:
+        if self.batch_size == 1:
             return self.flush()
         if self.outbox is not None and self.collect():
             return True  # (the queue stays queued)
@@ -707,8 +708,10 @@ _CLIENT_SCHEDULE = {"get": 10, "complete": 10, "unknown id": 1, "flush": 2, "res
 
 
 def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_cluster, curriculum_factory,
-                                                                         scenario_seed, tmp_path) -> None:
-    """Workers' clients (batches of 1, of 3, and of 4 sent at once by `max_delay=0`) under a
+                                                                         uses_builtin_curriculum, scenario_seed,
+                                                                         tmp_path) -> None:
+    """Workers' clients (batches of 1, of 3, and of 4 sent at once by `max_delay=0`; each the
+    copy a worker gets, pickled and unpickled) under a
     seeded schedule of what a worker does: draw tasks, complete them, complete an id the service
     never issued, flush, restore a snapshot, and flush while the service stalls past the
     client's timeout. After every call each client's numbers are those its documentation
@@ -716,8 +719,11 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
     to be resent), `sent`, `refused` and `recorded + late == sent - refused` (every verdict of a
     batch counted, those after a refusal too); a call raises the service's refusal exactly when
     it collects a batch that holds one; reading `stats()` or the state, or a flush with nothing
-    to send, draws no task. A task the restoring client hands out right after its
-    restore is one the restored service issued (`client_accounts()`: its completion is
+    to send, draws no task. The tasks the restoring client handed out before its restore
+    and completes after it are never refused (those the restored pool does not hold are late:
+    at the end, tasks drawn after evictions complete after a restore to the state before
+    them); a task it hands out right after
+    its restore is one the restored service issued (`client_accounts()`: its completion is
     acknowledged), never one drawn from the replaced pool. (Restores come in the second half of
     the schedule, where only the restoring client completes ids never issued: a client that has
     not heard from the service since a restore takes such an id for one an earlier incarnation
@@ -725,9 +731,10 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
     flag = tmp_path / "stall"
     service = start_curriculum_service(accounting_config(scenario_seed), factory=_Stalling(curriculum_factory,
                                                                                              str(flag)))
-    models = [_ClientModel(CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=batch_size,
-                                            timeout=TIMEOUT, max_delay=max_delay), f"client {i} (batch {batch_size}, "
-                                                                                    f"max_delay {max_delay})")
+    models = [_ClientModel(pickle.loads(pickle.dumps(  # the copy a worker gets (Ray pickles what it is sent)
+        CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=batch_size, timeout=TIMEOUT,
+                         max_delay=max_delay))), f"client {i} (batch {batch_size}, max_delay {max_delay})",
+                           batch_size, max_delay)
               for i, (batch_size, max_delay) in enumerate(_CLIENT_SETTINGS)]
     restorer = models[-1]
     rng = np.random.default_rng(scenario_seed)
@@ -782,11 +789,17 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
             elif kind == "restore":
                 if model is not restorer or snapshot is None or not second_half or model.refusing():
                     continue  # (load_state flushes first: only with nothing to refuse)
-                while model.held:  # (a task it still held under the same id would take the completion below)
-                    model.complete(False)
-                    client.update_task_performance(model.held.pop(), 0.5)
                 model.flush()
                 client.load_state(snapshot)
+                try:  # tasks handed out before the restore, completed after it: late, never refused
+                    while model.held:  # (before the one below: a task held under its id would take its completion)
+                        model.complete(False)
+                        client.update_task_performance(model.held.pop(), 0.5)
+                    model.flush()
+                    client.flush()
+                except UnknownTaskError as error:
+                    pytest.fail(f"{where}: a task handed out before the restore and completed after it was refused "
+                                f"({error}); its completion is late")
                 before = ray.get(service.client_accounts.remote(), timeout=TIMEOUT)[client.client_id]["acknowledged"]
                 model.complete(False)
                 client.update_task_performance(client.get_task().task_id, 0.5)
@@ -828,6 +841,27 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
         needed = ("stall", "unknown id") + (("restore",) if snapshot is not None else ())
         thin = [kind for kind in needed if not done[kind]]
         assert not thin, f"the schedule never made {thin}: {dict(done)}, seed {scenario_seed}"
+        if snapshot is not None and uses_builtin_curriculum:  # tasks the restored pool never held, running
+            client = restorer.client
+            state, evictions = client.get_state(), client.stats()["evictions"]
+            for _ in range(LIMITS.client_calls):  # (until the pool holds tasks the state does not)
+                if client.stats()["evictions"] >= evictions + LIMITS.client_evictions:
+                    break
+                client.update_task_performance(client.get_task().task_id, float(rng.random()))
+            running = [client.get_task().task_id for _ in range(LIMITS.client_running)]
+            client.flush()
+            late = client.late
+            client.load_state(state)
+            try:
+                for task_id in running:
+                    client.update_task_performance(task_id, 0.5)
+                client.flush()
+            except UnknownTaskError as error:
+                pytest.fail(f"a task handed out before a restore and completed after it was refused ({error}); its "
+                            f"completion is late where the restored pool does not hold it, seed {scenario_seed}")
+            assert client.late > late, (
+                f"none of {len(running)} tasks handed out after {LIMITS.client_evictions} evictions, completed after a "
+                f"restore to the state before them, was late: the check measured nothing, seed {scenario_seed}")
     finally:
         for model in models:
             with contextlib.suppress(CurriculumError):

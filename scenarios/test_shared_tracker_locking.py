@@ -1893,7 +1893,7 @@ def _section_in_steps(curriculum, rows: str, end: str, conn) -> None:
     conn.recv()
     tracker.record(0, 1.0)
     tracker.record(0, 0.0)
-    for other in _other_rows(tracker.capacity, 0, rows)[1:] if rows == "all" else [1]:
+    for other in _other_rows(tracker.capacity, 0, rows):
         tracker.record(other, 1.0)
     tracker.assign(2, UNCOMMITTED_TASK_ID, evicted=True)
     conn.send("written")
@@ -1962,20 +1962,21 @@ def test_a_lock_free_read_overlapping_a_section_at_any_lines_returns_a_committed
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.journal_pool)
     tracker = curriculum.tracker
     mapping = tracker.backend._segment.map
+    rng = np.random.default_rng(scenario_seed)
+    for score in rng.random(LIMITS.journal_history).tolist():
+        curriculum.update_task_performance(curriculum.get_task().task_id, score)
+    committed = bytes(mapping)
+
+    def put(image: bytes) -> None:
+        mapping[:] = image
+
     try:
-        rng = np.random.default_rng(scenario_seed)
-        for score in rng.random(LIMITS.journal_history).tolist():
-            curriculum.update_task_performance(curriculum.get_task().task_id, score)
         ids = [tracker.task_id_at(slot) for slot in range(3)]
         reads = {"snapshot()": tracker.snapshot,
                  **{f"task_stats({slot}, {ids[slot]})": (lambda slot=slot: tracker.task_stats(slot, ids[slot]))
                     for slot in range(3)},
                  "task_id_at(2)": lambda: tracker.task_id_at(2)}
-        committed = bytes(mapping)
         images = {end: _block_images(curriculum, rows, end) for end in ("abort", "commit")}
-
-        def put(image: bytes) -> None:
-            mapping[:] = image
 
         def states(image: bytes) -> dict[str, Any]:
             put(image)
@@ -1991,19 +1992,18 @@ def test_a_lock_free_read_overlapping_a_section_at_any_lines_returns_a_committed
             with tracker.lock:  # the dead holder's section rolled back
                 pass
 
-
         put(images["abort"]["written"])  # the writer killed there: the next holder's repair, line by line
         repairing = [bytes(mapping)]
         _traced(repair, lambda line: repairing.append(bytes(mapping)))
         repairing = [image for i, image in enumerate(repairing) if i == 0 or image != repairing[i - 1]]
-        ends = {"abort": [images["abort"]["ended"]], "commit": [images["commit"]["ended"]],
-                **{f"killed, repaired up to step {k}": [image] for k, image in enumerate(repairing[1:-1], 1)},
-                "killed, repaired": [bytes(mapping)]}
+        ends = {"abort": images["abort"]["ended"], "commit": images["commit"]["ended"],
+                **{f"killed, repaired up to step {k}": image for k, image in enumerate(repairing[1:-1], 1)},
+                "killed, repaired": bytes(mapping)}
         wrong, runs = [], 0
         for name, read in reads.items():
             lines = _traced(read, lambda line: None)[1]
             at = [*range(1, lines + 1), _AFTER_THE_READ]
-            for end, (image,) in ends.items():
+            for end, image in ends.items():
                 steps = images["commit" if end == "commit" else "abort"]
                 for taken_before, (w, written) in itertools.product((True, False), enumerate(at)):
                     for ended in at[w:]:
@@ -2021,7 +2021,7 @@ def test_a_lock_free_read_overlapping_a_section_at_any_lines_returns_a_committed
             f"the block never committed: (read, section end, line the lock was taken, line written, line ended) "
             f"{wrong[:6]}, seed {scenario_seed}")
     finally:
-        put(committed) if "committed" in locals() else None
+        put(committed)
         curriculum.close()
 
 
