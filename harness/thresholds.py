@@ -363,11 +363,8 @@ class RayServiceLimits:
     client_short_timeout: float = 0.25
     """A client's `timeout` in those calls (under the stall, so each times out)."""
     client_evictions: int = 2
-    """Evictions after which that check's restoring client draws tasks the state before them
-    lacks (at most `client_calls` completions to get there)."""
-    client_running: int = 8
-    """Tasks it then draws and completes after restoring that state (the pool's size: some of
-    them are tasks the evictions brought in)."""
+    """Evictions after which that check's restoring client draws tasks until one is a task the
+    state before them lacks (at most `client_calls` completions, then draws, to get there)."""
 
 
 RAY_SERVICE = RayServiceLimits()

@@ -78,8 +78,9 @@ from harness.oracle import AccountingOracle
 
 NAN, INF = math.nan, math.inf
 # wrong kinds, truthy and falsy: a check that asks whether a value was given by its truth
-# (`if label:`) lets the falsy ones through unchecked
-NOT_NUMBERS = (NAN, INF, -INF, True, False, "0.5", "", None)
+# (`if label:`) lets the falsy ones through unchecked; ints no float holds (`math.isfinite`
+# raises OverflowError on them)
+NOT_NUMBERS = (NAN, INF, -INF, 10**400, -10**400, True, False, "0.5", "", None)
 NOT_INTS = (1.0, True, False, "1", "", None, NAN)
 NOT_STRINGS = (3, 0, 0.0, b"x", b"", True, False, ["x"], [])
 

@@ -848,7 +848,10 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                 if client.stats()["evictions"] >= evictions + LIMITS.client_evictions:
                     break
                 client.update_task_performance(client.get_task().task_id, float(rng.random()))
-            running = [client.get_task().task_id for _ in range(LIMITS.client_running)]
+            pool = set(state["arrays"]["task_ids"])
+            running = [client.get_task().task_id]
+            while running[-1] in pool and len(running) < LIMITS.client_calls:  # until one the state lacks
+                running.append(client.get_task().task_id)
             client.flush()
             late = client.late
             client.load_state(state)
@@ -861,7 +864,7 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                             f"completion is late where the restored pool does not hold it, seed {scenario_seed}")
             assert client.late > late, (
                 f"none of {len(running)} tasks handed out after {LIMITS.client_evictions} evictions, completed after a "
-                f"restore to the state before them, was late: the check measured nothing, seed {scenario_seed}")
+                f"restore to the state before them (whose pool held {sorted(pool)}), was late, seed {scenario_seed}")
     finally:
         for model in models:
             with contextlib.suppress(CurriculumError):
