@@ -362,6 +362,12 @@ class RayServiceLimits:
     """Seconds the service stalls in that check's calls that time out."""
     client_short_timeout: float = 0.25
     """A client's `timeout` in those calls (under the stall, so each times out)."""
+    out_of_range_reward: float = 0.75
+    out_of_range_length: int = 2
+    """The reward per step and length of the episodes of the Ray step-error check: a return of
+    1.5, out of the default score range."""
+    out_of_range_steps: int = 6
+    """Steps that check runs at most (its episodes end, refused, at `out_of_range_length`)."""
     client_evictions: int = 2
     """Evictions after which that check's restoring client draws tasks until one is a task the
     state before them lacks (at most `client_calls` completions, then draws, to get there)."""

@@ -53,9 +53,11 @@ from curriculum import (  # noqa: E402
     CurriculumEnv,
     LearningProgressConfig,
     SingleTaskGenerator,
+    UniformConfig,
     WeightedTaskSetGenerator,
 )
-from curriculum.errors import CurriculumError, CurriculumServiceError, UnknownTaskError  # noqa: E402
+from curriculum.errors import (CurriculumError, CurriculumServiceError, InvalidScoreError,  # noqa: E402
+                               UnknownTaskError)
 
 try:
     import ray
@@ -255,6 +257,30 @@ def test_wrappers_on_a_batching_client_count_every_verdict_it_hands_over(serve, 
     finally:
         for env in envs:
             env.close()
+        client.close()
+
+
+def test_an_error_in_a_ray_workers_step_fails_the_trainers_step_by_name(serve, scenario_seed) -> None:
+    """An env whose episode ends with a score out of the curriculum's range fails in its Ray
+    worker's step (its wrapper refuses the score): the trainer's step that receives that step
+    raises the wrapper's named error, `InvalidScoreError`; the trainer never goes on with data
+    of a worker whose step failed."""
+    task = {"reward_per_step": LIMITS.out_of_range_reward, "episode_length": LIMITS.out_of_range_length}
+    config = CurriculumConfig(task_generator=SingleTaskGenerator(task), algorithm=UniformConfig(), num_active_tasks=2,
+                              seed=scenario_seed)
+    client = _client(serve(config))
+    vecenv = _vecenv(client, scenario_seed)
+    steps = 0
+    try:
+        vecenv.reset(seed=scenario_seed)
+        with pytest.raises(InvalidScoreError):
+            for steps in range(1, LIMITS.out_of_range_steps + 1):
+                vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
+        assert steps == LIMITS.out_of_range_length, (
+            f"every episode ends at step {LIMITS.out_of_range_length} with a score out of range, which its env's "
+            f"wrapper refuses; the trainer's step {steps} raised it, seed {scenario_seed}")
+    finally:
+        vecenv.close()
         client.close()
 
 
