@@ -581,6 +581,27 @@ def _followed(curriculum_factory, require_capability, config: CurriculumConfig,
     return curriculum, tracker, tracker.backend.arrays, id_fields(config.task_generator, tracker.capacity)
 
 
+def _shortlist_wrong(curriculum: Any, tracker: Any, candidates: list[bool]) -> str | None:
+    """What the last refresh's eviction shortlist (`get_state()["evictable"]`: per slot the id
+    of the task marked, else -1) does against `CurriculumConfig.eviction_percentile`: the
+    lowest-scoring of the tasks the rules let go (`candidates`), as many as that percent of the
+    tasks presented `min_presentations` times (rounded down), at most every candidate."""
+    config = curriculum.config
+    marked = [task_id >= 0 and task_id == tracker.task_id_at(slot)
+              for slot, task_id in enumerate(curriculum.get_state()["evictable"])]
+    presented = int(np.count_nonzero(tracker.completions >= config.min_presentations))
+    size = min(int(presented * config.eviction_percentile / 100.0), sum(candidates))
+    scores = curriculum.task_scores()
+    outside = [slot for slot, (m, c) in enumerate(zip(marked, candidates)) if m and not c]
+    kept = [float(scores[slot]) for slot, (m, c) in enumerate(zip(marked, candidates)) if c and not m]
+    if outside or sum(marked) != size or (kept and any(scores[slot] > min(kept) for slot in np.flatnonzero(marked))):
+        return (f"shortlisted slots {np.flatnonzero(marked).tolist()} (scores "
+                f"{[round(float(scores[slot]), 6) for slot in np.flatnonzero(marked)]}) for eviction; by the rules "
+                f"the {size} lowest-scoring of the candidates {np.flatnonzero(candidates).tolist()} ({presented} "
+                f"tasks presented, eviction_percentile {config.eviction_percentile})")
+    return None
+
+
 def _follow_rules(curriculum_factory, require_capability, curriculum_config: CurriculumConfig, name: str,
                   episodes: int) -> Counter:
     """Play `episodes` of `_rules_student` (who forgets everything halfway) on the built-in
@@ -633,6 +654,9 @@ def _follow_rules(curriculum_factory, require_capability, curriculum_config: Cur
             assert not wrong, (
                 f"{where}: the refresh after it samples slots (slot, probability, by the rules) "
                 f"{wrong[:6]}")
+            wrong_shortlist = _shortlist_wrong(curriculum, tracker, reference_eviction_candidates(
+                after, config, (tracker.completions >= curriculum.config.min_presentations).tolist()))
+            assert not wrong_shortlist, f"{where}: the refresh after it {wrong_shortlist}"
             if episode % LIMITS.rules_stats_every == 1:
                 counts = reference_pool_counts(after, config)
                 reported = {name: curriculum.stats().get(name) for name in counts}
@@ -778,12 +802,14 @@ def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, requ
     memory and usefulness) with every pool task's statistics drawn at random within their
     documented ranges (now and then a few of them the only ones with learning progress, of a
     subnormal size), restored with `load_state`, and one episode recorded. The distribution
-    the refresh after it samples from and the pool counts `stats()` reports must be those the
-    documented rules give for that state; the random draws land on both sides of every rule's
-    edge (the learned level, the noise band, the frontier's test and budget), where a run's
-    states pass by only now and then."""
+    the refresh after it samples from, the pool counts `stats()` reports and the tasks it
+    shortlists for eviction (at `eviction_percentile=100`, every task the rules let go) must be
+    those the documented rules give for that state; the random draws land on both sides of
+    every rule's edge (the learned level, the noise band, the frontier's test and budget),
+    where a run's states pass by only now and then."""
     algorithm = dataclasses.replace(LearningProgressConfig(), config_memory=64)
-    config = _rules_config(algorithm, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS)
+    config = dataclasses.replace(_rules_config(algorithm, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS),
+                                 eviction_percentile=100.0)  # (its upper end: every task let go is shortlisted)
     curriculum, tracker, arrays, _ = _followed(curriculum_factory, require_capability, config,
                                                "the rules are those of the built-in learning progress")
     rng = np.random.default_rng(scenario_seed)
@@ -819,6 +845,9 @@ def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, requ
             reported = {name: curriculum.stats().get(name) for name in counts}
             assert reported == counts, (f"random state {trial}, seed {scenario_seed}: stats() reports the pool as "
                                         f"{reported}, by the rules {counts}")
+            wrong_shortlist = _shortlist_wrong(curriculum, tracker, reference_eviction_candidates(
+                drawn, algorithm, (tracker.completions >= curriculum.config.min_presentations).tolist()))
+            assert not wrong_shortlist, f"random state {trial}, seed {scenario_seed}: the refresh {wrong_shortlist}"
     finally:
         curriculum.close()
     thin = {rule: decided[rule] for rule in ("learning progress", "fallback", "frontier", "revisit learned",
