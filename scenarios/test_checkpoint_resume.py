@@ -695,6 +695,11 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
         changed = plain_copy(state)
         changed["arrays"]["last_score"][played] = last
         altered.append((f"last_score[{played}]={last!r}, score range {config.score_range}", changed))
+    changed = plain_copy(state)  # a count below 0 alone: its sum makes a mean (sum / count) in the score range
+    changed["arrays"]["completions"][played] = -1
+    changed["arrays"]["score_sum"][played] = -changed["arrays"]["last_score"][played]
+    altered.append((f"completions[{played}]=-1 with score_sum[{played}]={-arrays['last_score'][played]!r} (saved "
+                    f"{arrays['completions'][played]!r}, {arrays['score_sum'][played]!r})", changed))
     for kept, cleared in (("score_sum", "last_score"), ("last_score", "score_sum")):  # a score without a completion
         changed = plain_copy(state)
         changed["arrays"]["completions"][0] = 0
