@@ -32,6 +32,7 @@ import contextlib
 import dataclasses
 import gc
 import inspect
+import json
 import math
 import multiprocessing
 import os
@@ -1092,6 +1093,30 @@ def test_episode_returns_for_another_agent_count_are_refused_by_name(extra: int)
         wrapped.close()
         curriculum.close()
     assert recorded == 0, f"{3 + extra} returns for 3 agents: the episode was recorded ({recorded} completions)"
+
+
+@pytest.mark.parametrize("algorithm", [UniformConfig(), LearningProgressConfig()], ids=["uniform", "learning_progress"])
+def test_a_curriculum_without_stages_refuses_stage_sync_by_name(algorithm: Any) -> None:
+    """A curriculum without stages has no stage to send or follow: `sync_state()` and
+    `apply_sync_state()` (given the broadcast a staged curriculum of its pool would send) both
+    raise `CurriculumConfigError`, and the refused broadcast changes nothing."""
+    curriculum = Curriculum(_curriculum(algorithm=algorithm, num_active_tasks=4, seed=0))
+    try:
+        task = curriculum.get_task()
+        curriculum.update_task_performance(task.task_id, 0.5)
+        before = json.dumps(curriculum.get_state(), sort_keys=True)
+        outcomes = {}
+        for call, run in (("sync_state()", curriculum.sync_state),
+                          ("apply_sync_state()", lambda: curriculum.apply_sync_state({"stage": 1, "stage_changes": 1}))):
+            try:
+                outcomes[call] = f"returned {run()!r}"
+            except CurriculumConfigError:
+                continue
+        assert not outcomes, f"{algorithm.name}: stage sync on a curriculum without stages {outcomes}, not refused"
+        assert json.dumps(curriculum.get_state(), sort_keys=True) == before, (
+            f"{algorithm.name}: a refused stage broadcast changed the curriculum's state")
+    finally:
+        curriculum.close()
 
 
 @pytest.mark.parametrize("pool", [4, 1024])
