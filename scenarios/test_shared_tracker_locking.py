@@ -1886,34 +1886,46 @@ def _section_in_steps(curriculum, rows: str, end: str, conn) -> None:
     """A writer (forked) that goes through one section a step at a time, each step reported on
     `conn` and the next awaited: the lock taken; rows written (slot 0 twice, then slot 1 ("few",
     each row journaled on its own) or every slot ("all", the rows journaled at once), and a new
-    task put into slot 2); the section ended (`end`: "abort" or "commit")."""
+    task put into slot 2), with the block's bytes before each line the library ran for them;
+    the section ended (`end`: "abort" or "commit")."""
     tracker = curriculum.tracker
+    mapping = tracker.backend._segment.map
     tracker.lock.acquire()
     conn.send("taken")
     conn.recv()
-    tracker.record(0, 1.0)
-    tracker.record(0, 0.0)
-    for other in _other_rows(tracker.capacity, 0, rows):
-        tracker.record(other, 1.0)
-    tracker.assign(2, UNCOMMITTED_TASK_ID, evicted=True)
-    conn.send("written")
+
+    def write() -> None:
+        tracker.record(0, 1.0)
+        tracker.record(0, 0.0)
+        for other in _other_rows(tracker.capacity, 0, rows):
+            tracker.record(other, 1.0)
+        tracker.assign(2, UNCOMMITTED_TASK_ID, evicted=True)
+
+    during = [bytes(mapping)]
+    _traced(write, lambda line: during.append(bytes(mapping)))
+    conn.send(("written", [image for i, image in enumerate(during) if i == 0 or image != during[i - 1]]))
     conn.recv()
     (tracker.lock.abort if end == "abort" else tracker.lock.release)()
     conn.send("ended")
     conn.recv()
 
 
-def _block_images(curriculum, rows: str, end: str) -> dict[str, bytes]:
+def _block_images(curriculum, rows: str, end: str) -> dict[str, Any]:
     """The shared block's bytes at each step of one `_section_in_steps` writer: "taken",
-    "written" (also what a writer killed there leaves) and "ended"."""
+    "written" (also what a writer killed there leaves), "ended", and "writing": a list, the
+    block before each line of its writes."""
     mapping = curriculum.tracker.backend._segment.map
     here, there = CTX.Pipe()
     writer = CTX.Process(target=_section_in_steps, args=(curriculum, rows, end, there), daemon=True)
     writer.start()
-    images = {}
+    images: dict[str, Any] = {}
     try:
         for step in ("taken", "written", "ended"):
-            assert here.poll(30) and here.recv() == step, f"the writer did not report the step {step!r}"
+            assert here.poll(30), f"the writer did not report the step {step!r}"
+            report = here.recv()
+            if step == "written":
+                report, images["writing"] = report
+            assert report == step, f"the writer reported {report!r}, not the step {step!r}"
             images[step] = bytes(mapping)
             here.send("go")
         writer.join(timeout=30)
@@ -1954,7 +1966,8 @@ def test_a_lock_free_read_overlapping_a_section_at_any_lines_returns_a_committed
     rows written at any line of it, and the section ended at any line at or after the writes
     (or after the read): aborted, committed, or its holder killed and the section rolled back
     by the next holder, whole or stopped after any step of the repair (the repairer killed in
-    turn). Each state is the block exactly as real writers left it there (its bytes, recorded
+    turn); or the writer stuck or killed at any step of its writes, seen from any line of the
+    read. Each state is the block exactly as real writers left it there (its bytes, recorded
     step by step). The read must return the state before the section (aborted, killed), or
     that or the state after it (committed): never a word the section wrote and did not
     commit, never a mix of two states."""
@@ -2016,6 +2029,14 @@ def test_a_lock_free_read_overlapping_a_section_at_any_lines_returns_a_committed
                             wrong.append((name, end, "before the read" if taken_before else written, written,
                                           "after the read" if ended == _AFTER_THE_READ else ended))
                         put(committed)
+            for line, (step, written) in itertools.product(at[:-1], enumerate(images["abort"]["writing"])):
+                put(images["abort"]["taken"])  # the writer stuck or killed at any step of its writes
+                got, _ = _traced(read, lambda now: now == line and put(written))
+                runs += 1
+                if not same(got, before[name]):
+                    wrong.append((name, f"none (stopped at step {step} of its writes)", "before the read", line,
+                                  "never"))
+                put(committed)
         assert not wrong, (
             f"{len(wrong)} of {runs} lock-free reads overlapping a writer's section ({rows} rows) returned a state "
             f"the block never committed: (read, section end, line the lock was taken, line written, line ended) "
