@@ -1426,6 +1426,40 @@ def test_a_vector_hands_pufferlibs_vector_through_unchanged(tracking) -> None:
     assert not differ, f"{tracking} tracking: the vector reports other than pufferlib's vector for {differ}"
 
 
+@pytest.mark.parametrize("tracking", ["shared", "centralized"])
+def test_a_vector_takes_every_action_pufferlibs_vector_takes(tracking) -> None:
+    """pufferlib's vector checks actions against its action space at the first step only, then
+    hands them to the envs as they come (a continuous policy's unclipped samples, which the
+    envs clip): a curriculum vector must take what pufferlib's vector takes, right shape and
+    dtype but outside the space, not end a run that pufferlib's would go on with."""
+    task = SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25})
+    curriculum = Curriculum(_curriculum(task_generator=task, algorithm=UniformConfig()),
+                            shared_memory=tracking == "shared")
+    refused = []
+    try:
+        for backend, options in (("Serial", {}), ("Multiprocessing", {"num_workers": 2})):
+            plain = pufferlib.vector.make(_exact_env, backend=getattr(pufferlib.vector, backend), num_envs=2,
+                                          **options)
+            with make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2, tracking=tracking,
+                                        **options) as vecenv:
+                space = vecenv.action_space
+                outside = np.full(space.shape, np.iinfo(space.dtype).max, dtype=space.dtype)
+                assert not space.contains(outside), f"{outside} is in {space}: the check measured nothing"
+                for taker in (plain, vecenv):
+                    taker.reset(seed=0)
+                    taker.step(np.zeros(space.shape, dtype=space.dtype))
+                plain.step(outside)  # (pufferlib's vector takes it)
+                try:
+                    vecenv.step(outside)
+                except CurriculumError as error:
+                    refused.append(f"{backend}: {error!r}")
+            plain.close()
+    finally:
+        curriculum.close()
+    assert not refused, (f"{tracking} tracking: after the first step the vector refused actions pufferlib's vector "
+                         f"takes (right shape and dtype, outside the action space): {refused}")
+
+
 class _TrainingLoopFailed(RuntimeError):
     """What a training loop raised inside a vector's `with` block."""
 
