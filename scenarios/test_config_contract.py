@@ -1460,6 +1460,34 @@ def test_a_vector_takes_every_action_pufferlibs_vector_takes(tracking) -> None:
                          f"takes (right shape and dtype, outside the action space): {refused}")
 
 
+def test_pufferlibs_own_usage_errors_keep_their_name_once_the_library_is_imported() -> None:
+    """pufferlib-core 3.0.7 raises `pufferlib.APIUsageError` without exporting the name, so its
+    usage errors surface as "module 'pufferlib' has no attribute 'APIUsageError'"; the library's
+    vector module exports it. A trainer's own pufferlib vector (an evaluation vector beside the
+    curriculum's), built with a layout pufferlib refuses or stepped before its reset, then
+    raises pufferlib's error, which names the mistake."""
+    usage_error = pufferlib.pufferlib.APIUsageError
+    plain = pufferlib.vector.make(_exact_env, backend=pufferlib.vector.Serial, num_envs=2)
+    mistakes = {"num_envs=3 over num_workers=2": lambda: pufferlib.vector.make(
+                    _exact_env, backend=pufferlib.vector.Multiprocessing, num_envs=3, num_workers=2),
+                "a step before its reset": lambda: plain.step(np.zeros(plain.action_space.shape, dtype=np.int64))}
+    wrong = {}
+    try:
+        for mistake, call in mistakes.items():
+            try:
+                call()
+                wrong[mistake] = "nothing raised"
+            except usage_error:
+                pass
+            except Exception as error:  # (what the check reports: any other error is the gap)
+                wrong[mistake] = repr(error)
+    finally:
+        plain.close()
+    assert getattr(pufferlib, "APIUsageError", None) is usage_error and not wrong, (
+        f"with the library imported, pufferlib exports APIUsageError: {hasattr(pufferlib, 'APIUsageError')}; its "
+        f"usage errors raised other than APIUsageError: {wrong}")
+
+
 class _TrainingLoopFailed(RuntimeError):
     """What a training loop raised inside a vector's `with` block."""
 
