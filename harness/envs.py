@@ -640,8 +640,8 @@ class GymExactAccountingEnv(gymnasium.Env):
     `desync_truncation` attribute with `desync_signal="attribute"`; with "mixed", a cut's step
     is both terminated and truncated, as an episode cut as it ended), the action is ignored.
     Reward, `terminated` and `truncated` are numpy scalars (float32, bool), as from envs that
-    compute with numpy; `step()` returns the same info dict every time, its own keys rewritten,
-    as envs that keep one do (a wrapper must not write into it). An episode's end info also
+    compute with numpy; `reset()` and `step()` return the same info dict every time, its own
+    keys rewritten, as envs that keep one do (a wrapper must not write into it). An episode's end info also
     carries an empty list (`exact_accounting/events`), which the stats pipeline must skip.
     `set_env_config` applies at the next `reset()`, as for the PufferEnv. With
     `fail_every_reset=n`, every n-th `reset()` raises `RuntimeError` instead, changing nothing
@@ -677,8 +677,19 @@ class GymExactAccountingEnv(gymnasium.Env):
         observations, _ = self.inner.reset()
         self.resets.append((seed, options))
         # what a new episode starts from, under the key its end reports in (a wrapper merging
-        # the two must keep the ended episode's)
-        return observations[0].copy(), {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}
+        # the two must keep the ended episode's), in the env's one info dict
+        start = {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}
+        return observations[0].copy(), self._own_info(start)
+
+    def _own_info(self, own: dict[str, Any]) -> dict[str, Any]:
+        """The env's one info dict (for its life), its own keys rewritten to `own` (a common
+        pattern): what a wrapper writes into it stays there for every later reset and step."""
+        info = self._info
+        for key in self._own_keys.difference(own):
+            del info[key]
+        info.update(own)
+        self._own_keys = set(own)
+        return info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         observations, rewards, terminals, truncations, infos = self.inner.step(np.zeros(1, dtype=np.int32))
@@ -688,15 +699,8 @@ class GymExactAccountingEnv(gymnasium.Env):
             terminals = np.ones(1, dtype=bool)  # cut as it ended: terminated and truncated in one step
         if "exact_accounting" in own:  # the episode's end: what it logged, nothing (an empty list is no number)
             own = {**own, "exact_accounting": {**own["exact_accounting"], "events": []}}
-        # one info dict for the env's life, whose own keys it rewrites at every step (a common
-        # pattern): what a wrapper writes into it stays there for every later step
-        info = self._info
-        for key in self._own_keys.difference(own):
-            del info[key]
-        info.update(own)
-        self._own_keys = set(own)
         # numpy's own scalars, as envs computing with numpy return them
-        return observations[0].copy(), rewards[0], terminals[0], truncations[0], info
+        return observations[0].copy(), rewards[0], terminals[0], truncations[0], self._own_info(own)
 
 
 class ResourceChainEnv(_HarnessEnv):
