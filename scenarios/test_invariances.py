@@ -191,15 +191,16 @@ def _build(curriculum_factory: Callable[..., Any], config: CurriculumConfig, set
 
 
 @pytest.mark.parametrize("setup", list(_SETUPS))
-def test_score_range_changes_nothing(curriculum_factory, require_capability, scenario_seed, setup) -> None:
-    """The same run with every score mapped into `LIMITS.score_range` (and the config saying
+@pytest.mark.parametrize("score_range", LIMITS.score_ranges, ids=lambda r: f"{r[0]:g}..{r[1]:g}")
+def test_score_range_changes_nothing(curriculum_factory, require_capability, scenario_seed, setup,
+                                     score_range: tuple[float, float]) -> None:
+    """The same run with every score mapped into `score_range` (and the config saying
     so) hands out the same tasks and reports the same numbers (a score statistic: mapped),
     also across checkpoints taken along the run, each resumed in a new curriculum: tasks that
     always scored 0 or 1 have their mean on a bound of the range."""
     make_space, make_config = _SETUPS[setup]
     space = make_space(scenario_seed)
     reference = _Run(_build(curriculum_factory, make_config(space, scenario_seed), setup, require_capability), space)
-    score_range = LIMITS.score_range
     space = make_space(scenario_seed)
     mapped = _mapped(score_range)
     config = make_config(space, scenario_seed, score_range=score_range)
