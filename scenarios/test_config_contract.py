@@ -350,6 +350,10 @@ def _field_name(what: str) -> str:
                          ids=[_field_name(d[0]) for d in DOMAINS] + [d[0].split(",")[-1].strip().split(" ")[0] + "-"
                                                                      + _field_name(d[0]) for d in OPTIONS])
 def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, attribute, accepted, refused) -> None:
+    """Every accepted value is held as given; every refused one raises `CurriculumConfigError`
+    naming the field. A numpy integer in place of an accepted int (a seed from `np.arange`) is
+    refused by name too, or taken as that int: a config that describes itself otherwise has
+    checkpoints and shared trackers the same config written with ints refuses."""
     for value in accepted:
         try:
             built = build(value)
@@ -359,6 +363,15 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
             held = getattr(built, attribute)
             assert held == value or (held is None and value is None), (
                 f"{what}: built with {value!r}, the config holds {held!r}")
+        if type(value) is int and -2**63 <= value < 2**63 and callable(getattr(built, "describe", None)):
+            try:
+                twin = build(np.int64(value))
+            except CurriculumConfigError:
+                continue
+            described = [json.dumps(b.describe(), sort_keys=True, default=repr) for b in (twin, built)]
+            assert described[0] == described[1], (
+                f"{what}: np.int64({value}) was accepted, and the config describes itself as {_short(described[0])}, "
+                f"as {_short(described[1])} with the int {value}")
     name = _field_name(what)
     for value in refused:
         try:
