@@ -413,10 +413,12 @@ class StagedLimits:
     sweep_thresholds: tuple[float, float] = (0.75, 0.25)
     """Advancement and regression thresholds of the sweep: window means of its scores land on
     them exactly (the rule advances at a mean equal to the threshold, regresses only below)."""
-    sweep_tenths_thresholds: tuple[float, float] = (0.7, 0.3)
+    sweep_tenths_thresholds: tuple[tuple[float, float], ...] = ((0.7, 0.3), (0.4, 0.1))
     sweep_tenths_mixes: tuple[float, ...] = (0.0,)
-    """The sweep again on scores in tenths, whose sums round: thresholds their window means
-    land on, and the mixes of those runs."""
+    """The sweep again on scores in tenths, whose sums round: threshold pairs their window means
+    land on (the second where a running sum rounds above an exact mean just below it: 0.2,
+    0.1 and 0.9 sum to 1.2000000000000002, whose third is above 0.4, 1.2's below), and the
+    mixes of those runs."""
 
 
 STAGED = StagedLimits()

@@ -91,7 +91,7 @@ def test_stage_rule_holds_for_every_minimum_and_window(curriculum_factory, requi
     quarters = ((0.5, 0.75, 1.0), (0.0, 0.25, 0.5))
     tenths = (tuple(k / 10 for k in range(5, 11)), tuple(k / 10 for k in range(6)))
     sweeps = [(quarters, LIMITS.sweep_thresholds, LIMITS.sweep_mixes),
-              (tenths, LIMITS.sweep_tenths_thresholds, LIMITS.sweep_tenths_mixes)]
+              *((tenths, thresholds, LIMITS.sweep_tenths_mixes) for thresholds in LIMITS.sweep_tenths_thresholds)]
     for (high_scores, low_scores), (threshold, regression), mixes in sweeps:
         for minimum, window, mix in itertools.product(range(1, LIMITS.sweep_max + 1),
                                                       range(1, LIMITS.sweep_max + 1), mixes):
