@@ -37,6 +37,8 @@ import math
 import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import weakref
 from collections.abc import Callable
 from pathlib import Path
@@ -1499,6 +1501,41 @@ def test_pufferlibs_own_usage_errors_keep_their_name_once_the_library_is_importe
     assert getattr(pufferlib, "APIUsageError", None) is usage_error and not wrong, (
         f"with the library imported, pufferlib exports APIUsageError: {hasattr(pufferlib, 'APIUsageError')}; its "
         f"usage errors raised other than APIUsageError: {wrong}")
+
+
+#: Run in a fresh interpreter: nothing of the package loaded beforehand.
+_PACKAGE_NAMES = """
+problems = []
+import curriculum
+if hasattr(curriculum, "no_such_name"):
+    problems.append("hasattr(curriculum, 'no_such_name') is True")
+try:
+    if getattr(curriculum, "no_such_name", None) is not None:
+        problems.append("getattr(curriculum, 'no_such_name', None) is not None")
+except Exception as error:
+    problems.append(f"getattr(curriculum, 'no_such_name', None) raised {error!r}")
+for name in ("gym_env", "env", "vector", "memory", "stats"):
+    try:
+        exec(f"from curriculum import {name}")
+    except Exception as error:
+        problems.append(f"from curriculum import {name}: {error!r}")
+for name in curriculum.__all__:
+    try:
+        getattr(curriculum, name)
+    except Exception as error:
+        problems.append(f"curriculum.{name}: {error!r}")
+print(problems)
+"""
+
+
+def test_the_package_loads_its_names_on_use_and_refuses_unknown_ones_as_python_does() -> None:
+    """`import curriculum` loads the env wrappers on first use: in a fresh interpreter every
+    name of `__all__` resolves, `from curriculum import <submodule>` imports a submodule
+    nothing loaded yet, and an unknown name raises `AttributeError`, which `hasattr()` and
+    `getattr(curriculum, name, default)` (a plug-in probing for a feature) rely on."""
+    run = subprocess.run([sys.executable, "-c", _PACKAGE_NAMES], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "[]", (
+        f"the curriculum package in a fresh interpreter: {run.stdout.strip() or run.stderr.strip()[-600:]}")
 
 
 class _TrainingLoopFailed(RuntimeError):
