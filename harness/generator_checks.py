@@ -80,8 +80,11 @@ _FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1,
                                       "jitter": ValueRange(0, 0.5), "scale": ValueRange(0.25, 3)},  # (one int end)
                              label="floats")  # a dotted key whose parents the (empty) base lacks
 _VALUE_LABELLED = GeneratorSpec(  # no label of its own: a task's label is its values' labels alone
-    base={"arena": {"size": 0, "walls": True}}, buckets={"arena.size": [8, 16], "team": ["red", "blue", "green"]},
-    value_labels={"arena.size": {8: "small", 16: "large"}, "team": {"red": "r", "blue": "b", "green": "g"}},
+    # (a bucket of one value, labelled: every task's label carries it)
+    base={"arena": {"size": 0, "walls": True}},
+    buckets={"arena.size": [8, 16], "team": ["red", "blue", "green"], "tier": [1]},
+    value_labels={"arena.size": {8: "small", 16: "large"}, "team": {"red": "r", "blue": "b", "green": "g"},
+                  "tier": {1: "pro"}},
 )
 # the same, its label maps given in another key order than its buckets: a mapping's order means
 # nothing, and a task's label joins its values' labels in bucket order
