@@ -737,19 +737,18 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                                                                          uses_builtin_curriculum, scenario_seed,
                                                                          tmp_path) -> None:
     """Workers' clients (batches of 1, of 3, and of 4 sent at once by `max_delay=0`; each the
-    copy a worker gets, pickled and unpickled) under a
-    seeded schedule of what a worker does: draw tasks, complete them, complete an id the service
-    never issued, flush, restore a snapshot, and flush while the service stalls past the
-    client's timeout. After every call each client's numbers are those its documentation
-    gives: `unsent_completions` and `pending_completions` (a batch that was not answered stays,
-    to be resent), `sent`, `refused` and `recorded + late == sent - refused` (every verdict of a
-    batch counted, those after a refusal too); a call raises the service's refusal exactly when
-    it collects a batch that holds one; reading `stats()` or the state, or a flush with nothing
-    to send, draws no task. The tasks the restoring client handed out before its restore
-    and completes after it are never refused (those the restored pool does not hold are late:
-    at the end, tasks drawn after evictions complete after a restore to the state before
-    them); a task it hands out right after
-    its restore is one the restored service issued (`client_accounts()`: its completion is
+    copy a worker gets, pickled and unpickled) under a seeded schedule of what a worker does:
+    draw tasks, complete them, complete an id the service never issued, flush, restore a
+    snapshot, and flush while the service stalls past the client's timeout. After every call
+    each client's numbers are those its documentation gives: `unsent_completions` and
+    `pending_completions` (a batch that was not answered stays, to be resent), `sent`, `refused`
+    and `recorded + late == sent - refused` (every verdict of a batch counted, those after a
+    refusal too); a call raises the service's refusal exactly when it collects a batch that
+    holds one; reading `stats()` or the state, or a flush with nothing to send, draws no task.
+    The tasks the restoring client handed out before its restore and completes after it are
+    never refused (those the restored pool does not hold are late: at the end, tasks drawn after
+    evictions complete after a restore to the state before them); a task it hands out right
+    after its restore is one the restored service issued (`client_accounts()`: its completion is
     acknowledged), never one drawn from the replaced pool. (Restores come in the second half of
     the schedule, where only the restoring client completes ids never issued: a client that has
     not heard from the service since a restore takes such an id for one an earlier incarnation
@@ -808,10 +807,10 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                     assert raises, f"{where}: flush() raised a refusal, though no batch it sent held one"
                 else:
                     assert not raises, f"{where}: flush() sent a batch that held a refusal, and raised nothing"
-                assert not idle or (client.queued_tasks, _issued(service, client)) == drawn, (
+                after = (client.queued_tasks, _issued(service, client))
+                assert not idle or after == drawn, (
                     f"{where}: flush() with nothing queued or in flight drew tasks from the service (queued tasks, "
-                    f"tasks the service issued to the client) {drawn} -> {(client.queued_tasks, _issued(service, client))}"
-                    ": a round trip that sends nothing")
+                    f"tasks the service issued to the client) {drawn} -> {after}: a round trip that sends nothing")
             elif kind == "restore":
                 if model is not restorer or snapshot is None or not second_half or model.refusing():
                     continue  # (load_state flushes first: only with nothing to refuse)
