@@ -807,10 +807,10 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                     assert raises, f"{where}: flush() raised a refusal, though no batch it sent held one"
                 else:
                     assert not raises, f"{where}: flush() sent a batch that held a refusal, and raised nothing"
-                after = (client.queued_tasks, _issued(service, client))
-                assert not idle or after == drawn, (
+                now = (client.queued_tasks, _issued(service, client))
+                assert not idle or now == drawn, (
                     f"{where}: flush() with nothing queued or in flight drew tasks from the service (queued tasks, "
-                    f"tasks the service issued to the client) {drawn} -> {after}: a round trip that sends nothing")
+                    f"tasks the service issued to the client) {drawn} -> {now}: a round trip that sends nothing")
             elif kind == "restore":
                 if model is not restorer or snapshot is None or not second_half or model.refusing():
                     continue  # (load_state flushes first: only with nothing to refuse)
