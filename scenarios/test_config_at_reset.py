@@ -228,9 +228,10 @@ def _assert_wrapper_counts_what_was_recorded(env, curriculum, seed: int) -> None
         f"truncations ({curriculum.failed_records} records failed: a failed episode is not counted), seed {seed}")
 
 
-# the env returns one info dict at every step on purpose (gymnasium's checker warns about it):
-# a wrapper that writes its episode entries into it repeats them at every later step
+# the env returns one info dict from every reset and step on purpose (gymnasium's checker warns
+# about it): a wrapper that writes its episode entries into it repeats them at every later step
 @pytest.mark.filterwarnings("ignore:.*The infos returned by `step` and the following `step` share an object")
+@pytest.mark.filterwarnings("ignore:.*The infos returned by `reset` and the following `step` share an object")
 @pytest.mark.parametrize("desync_signal", ["attribute", "loose", "mixed"])
 def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factory, scenario_seed, oracle,
                                                               desync_signal) -> None:
