@@ -1779,22 +1779,15 @@ def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | No
         try:
             os.close(read)
             curriculum.update_task_performance(before, 0.0)
-            lines = 0
 
-            def count(frame, event, arg):
-                nonlocal lines
-                if event == "line":
-                    lines += 1
-                    if lines == kill_at:
-                        if close_first:
-                            sys.settrace(None)
-                            curriculum.close()
-                        os._exit(0)
-                return count
+            def kill(line: int) -> None:
+                if line == kill_at:
+                    if close_first:
+                        sys.settrace(None)
+                        curriculum.close()
+                    os._exit(0)
 
-            sys.settrace(lambda frame, event, arg: count if frame.f_code.co_filename.startswith(_LIBRARY) else None)
-            curriculum.update_task_performance(task_id, 0.0)
-            sys.settrace(None)
+            _, lines = _traced(lambda: curriculum.update_task_performance(task_id, 0.0), kill)
             os.write(write, str(lines).encode())
         finally:
             os._exit(0)
