@@ -35,7 +35,7 @@ from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, STATE_FIEL
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.copies import plain_copy
 from harness.envs import TaskDependencyEnv
-from harness.lp_reference import (label_with_home, read_state, reference_eviction, reference_eviction_candidates,
+from harness.lp_reference import (LPState, label_with_home, read_state, reference_eviction, reference_eviction_candidates,
                                    reference_learning_progress, reference_pool_counts, reference_probabilities,
                                    reference_record, state_differences)
 from harness.oracle import AccountingOracle, reference_entropy, reference_gini
@@ -556,13 +556,16 @@ where a threshold tested with the wrong comparison decides every completion."""
 def _rules_student(task: Any, practice: Counter, rng: np.random.Generator) -> float:
     """A score for one episode of `task`: a learnable configuration improves with its practice,
     impossible ones pay 0, noisy ones a uniform draw, slowly learned tasks `_slow_level`,
-    steady ones `_STEADY_SCORE`."""
+    steady ones `_STEADY_SCORE`; of a "held" configuration, tasks of even id `_STEADY_SCORE` and
+    those of odd id a level that climbs with their own practice past it."""
     cfg = task.env_cfg
     if cfg["kind"] == "steady":
         return _STEADY_SCORE
     configuration = tuple(sorted((k, v) for k, v in cfg.items() if k != "level_seed"))
     practice[configuration] += 1
     practice[task.task_id] += 1
+    if cfg["kind"] == "held":
+        return _STEADY_SCORE if task.task_id % 2 == 0 else min(1.0, practice[task.task_id] * cfg["rate"])
     if cfg["kind"] == "learnable":
         level = min(1.0, practice[configuration] * cfg["rate"])
         return float(np.clip(level + rng.normal(0.0, 0.1), 0.0, 1.0))
@@ -600,6 +603,19 @@ def _shortlist_wrong(curriculum: Any, tracker: Any, candidates: list[bool]) -> s
                 f"the {size} lowest-scoring of the candidates {np.flatnonzero(candidates).tolist()} ({presented} "
                 f"tasks presented, eviction_percentile {config.eviction_percentile})")
     return None
+
+
+def _mastered_beside_a_copy(before: LPState, after: LPState, slot: int, config: LearningProgressConfig) -> bool:
+    """Whether the completion took its task's level (baseline + slow EMA times the rest) from
+    below `max_baseline` to it while another warm task of its configuration stood at or above
+    it: no new mastery, by the rules."""
+    def level(row: dict[str, float]) -> float:
+        return row["baseline"] + row["slow"] * (1.0 - row["baseline"])
+
+    cap = config.max_baseline
+    return level(before.rows[slot]) < cap <= level(after.rows[slot]) and any(
+        other != slot and after.keys[other] == after.keys[slot] and row["count"] >= config.min_samples_for_lp
+        and level(row) >= cap for other, row in enumerate(after.rows))
 
 
 def _follow_rules(curriculum_factory, require_capability, curriculum_config: CurriculumConfig, name: str,
@@ -647,6 +663,7 @@ def _follow_rules(curriculum_factory, require_capability, curriculum_config: Cur
                 + (f" that evicted the task for task {admitted}" if admitted != task.task_id else "")
                 + " left a state the documented rules do not give:\n" + "\n".join(differences[:10]))
             decided["mastery"] += after.counters["mastery_events"] > before.counters["mastery_events"]
+            decided["mastered beside a copy at mastery level"] += _mastered_beside_a_copy(before, after, slot, config)
             probabilities = curriculum.sampling_probabilities()
             reference = reference_probabilities(after, config, decided)
             wrong = [(s, float(p), r) for s, (p, r) in enumerate(zip(probabilities, reference))
@@ -704,40 +721,47 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
 
 
 class _Copies(TaskGenerator):
-    """Task id `k`: learnable configuration `k % configurations` (rate 0.2), tagged with `k`; a
+    """Task id `k`: configuration `k % configurations` of `kind` (rate 0.2), tagged with `k`; a
     pool whose size is a multiple of `configurations` starts with as many copies of each."""
 
-    def __init__(self, configurations: int) -> None:
+    def __init__(self, configurations: int, kind: str = "learnable") -> None:
         self.configurations = configurations
+        self.kind = kind
 
     def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
-        return {"kind": "learnable", "rate": 0.2, "variant": task_id % self.configurations,
-                "level_seed": task_id}, "learnable"
+        return {"kind": self.kind, "rate": 0.2, "variant": task_id % self.configurations,
+                "level_seed": task_id}, self.kind
 
     def describe(self) -> dict[str, Any]:
-        return {"type": "copies", "configurations": self.configurations}
+        return {"type": "copies", "configurations": self.configurations, "kind": self.kind}
 
     @property
     def labels(self) -> tuple[str, ...]:
-        return ("learnable",)
+        return (self.kind,)
 
 
-@pytest.mark.parametrize("configurations", [1, 8])
+@pytest.mark.parametrize("configurations, kind", [(1, "learnable"), (8, "learnable"), (1, "held")],
+                         ids=["1", "8", "1-held"])
 def test_a_pool_of_copies_follows_the_documented_rules(curriculum_factory, require_capability, scenario_seed,
-                                                       configurations: int) -> None:
+                                                       configurations: int, kind: str) -> None:
     """The rules hold also when every configuration has as many copies as every other: here
     the 16 slots hold copies of one learnable configuration, or two of each of 8 (their tasks
     differ only by a tag taken from the task id), learned, kept while nothing better can be
     admitted, forgotten halfway and learned again. Shares of the pool counted per
     configuration are uniform, the case an implementation may take a shortcut for; with 8,
-    the learned configurations fill exactly half the pool, which "more than half" keeps."""
-    curriculum_config = CurriculumConfig(task_generator=_Copies(configurations),
+    the learned configurations fill exactly half the pool, which "more than half" keeps. Held:
+    half the copies score exactly the mastery level from their first episode while the others
+    climb past it, which is no new mastery of the configuration."""
+    curriculum_config = CurriculumConfig(task_generator=_Copies(configurations, kind),
                                          algorithm=LearningProgressConfig(config_memory=64), num_active_tasks=16,
                                          seed=scenario_seed, refresh_interval=1)
     decided = _follow_rules(curriculum_factory, require_capability, curriculum_config,
                             f"{configurations} configuration(s)", LIMITS.rules_one_configuration_episodes)
     assert decided["revisit learned"] >= LIMITS.rules_min_steps, (
         f"[{configurations} configuration(s)] the pool was not learned: rules decided {dict(decided)}, seed "
+        f"{scenario_seed}")
+    assert kind != "held" or decided["mastered beside a copy at mastery level"] > 0, (
+        f"[held] no task reached the mastery level beside a copy at it: rules decided {dict(decided)}, seed "
         f"{scenario_seed}")
 
 
