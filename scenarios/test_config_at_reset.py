@@ -228,6 +228,11 @@ def _assert_wrapper_counts_what_was_recorded(env, curriculum, seed: int) -> None
         f"truncations ({curriculum.failed_records} records failed: a failed episode is not counted), seed {seed}")
 
 
+#: Labels of the gymnasium run by episode length, a "/" inside as in hierarchical labels
+#: ("maze/small"): every per-label number and overview counts them like any other.
+_LENGTH_LABELS = {2: "length/2", 3: "length/3", 5: "length/5"}
+
+
 # the env returns one info dict from every reset and step on purpose (gymnasium's checker warns
 # about it): a wrapper that writes its episode entries into it repeats them at every later step
 @pytest.mark.filterwarnings("ignore:.*The infos returned by `step` and the following `step` share an object")
@@ -248,11 +253,11 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
     by the env's attribute, or by an info flag that is also there (False, or True) when the
     episode ended otherwise ("loose"): only a truncation with the flag is a cut, also at a step
     that terminates as well ("mixed"). After an episode end that failed, `step()` is refused
-    until `reset()`."""
+    until `reset()`. The tasks' labels hold a "/" (`_LENGTH_LABELS`)."""
     generator = LabelledTaskGenerator(BucketedTaskGenerator(
         {}, {"episode_length": [2, 3, 5], "reward_per_step": [0.25, 1.0, FINE_REWARD],
          "end": ["terminal", "truncated", "desync"]},
-        label="exact", seed=scenario_seed))
+        label="exact", value_labels={"episode_length": _LENGTH_LABELS}, seed=scenario_seed))
     watcher = oracle(score_fn=_score, context="GymCurriculumEnv")
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
