@@ -40,7 +40,7 @@ import signal
 import subprocess
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +83,7 @@ NAN, INF = math.nan, math.inf
 # wrong kinds, truthy and falsy: a check that asks whether a value was given by its truth
 # (`if label:`) lets the falsy ones through unchecked; ints no float holds (`math.isfinite`
 # raises OverflowError on them)
-NOT_NUMBERS = (NAN, INF, -INF, 10**400, -10**400, True, False, "0.5", "", None)
+NOT_NUMBERS = (NAN, INF, -INF, 10**400, -10**400, True, False, np.bool_(True), "0.5", "", None)
 NOT_INTS = (1.0, True, False, "1", "", None, NAN)
 NOT_STRINGS = (3, 0, 0.0, b"x", b"", True, False, ["x"], [])
 
@@ -607,13 +607,33 @@ def _value(value: Any) -> Any:
     return value.build() if isinstance(value, _Live) else value
 
 
+def _numpy_bools(value: Any) -> Any:
+    """`value` with every bool in it (in dicts and lists too) made a numpy bool, what `x > 0.5`
+    gives on numpy data: refused wherever the bool is."""
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if isinstance(value, dict):
+        return {key: _numpy_bools(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_numpy_bools(item) for item in value]
+    return value
+
+
+def _with_numpy_bool_twins(refused: Sequence[Any]) -> list[Any]:
+    """`refused`, and the numpy-bool twin of each value that holds a bool."""
+    return [*refused, *(twin for value in refused if not isinstance(value, _Live)
+                        for twin in [_numpy_bools(value)] if repr(twin) != repr(value))]
+
+
 @pytest.mark.parametrize(("what", "build", "accepted", "refused", "error"), ARGUMENTS,
                          ids=[d[0].split(",")[-1].strip().split(" ")[0] + "-" + _field_name(d[0]) for d in ARGUMENTS])
 def test_an_argument_accepts_its_domain_and_refuses_the_rest_by_name(what, build, accepted, refused, error) -> None:
     """What the entry points take besides numbers (the env, the curriculum, a stage broadcast,
     raw stats): a wrong kind of object is refused at once with the named error that says so,
-    never taken in to fail later with an AttributeError deep inside a run."""
+    never taken in to fail later with an AttributeError deep inside a run. A numpy bool is
+    refused wherever a bool is."""
     name = _field_name(what)
+    refused = _with_numpy_bool_twins(refused)
     for value in accepted:
         built = _value(value)
         try:
