@@ -419,6 +419,12 @@ class StagedLimits:
     land on (the second where a running sum rounds above an exact mean just below it: 0.2,
     0.1 and 0.9 sum to 1.2000000000000002, whose third is above 0.4, 1.2's below), and the
     mixes of those runs."""
+    sweep_score_range: tuple[float, float] = (-3.0, 46.0)
+    sweep_score_range_thresholds: tuple[tuple[float, float], ...] = ((0.75, 0.25), (1.0, 0.5))
+    """The quarters sweep (mix 0 alone) again with every score mapped into this range, of span
+    49: a quarter times 49 is exact and so is its normalisation back by division, but times the
+    reciprocal of 49 it rounds (1 to 0.9999999999999999): at these thresholds (the second the
+    domain's top, which only a perfect window reaches) the rule must move as on [0, 1]."""
 
 
 STAGED = StagedLimits()

@@ -87,31 +87,38 @@ def test_stage_rule_holds_for_every_minimum_and_window(curriculum_factory, requi
     the oracle replaying the rule, and now and then a stage adopted from a broadcast (entered
     afresh, as the main curriculum entered it). Then again on tenths, whose window means land on the
     thresholds as often but whose sums round: the built-in rule moves on the window's scores,
-    not on the rounding a running sum kept of scores that left it."""
+    not on the rounding a running sum kept of scores that left it. And on quarters mapped into a
+    score range of span 49 (`LIMITS.sweep_score_range`), at the domain's top threshold too: a
+    normalisation that rounds where dividing by the span is exact shows."""
     quarters = ((0.5, 0.75, 1.0), (0.0, 0.25, 0.5))
     tenths = (tuple(k / 10 for k in range(5, 11)), tuple(k / 10 for k in range(6)))
-    sweeps = [(quarters, LIMITS.sweep_thresholds, LIMITS.sweep_mixes),
-              *((tenths, thresholds, LIMITS.sweep_tenths_mixes) for thresholds in LIMITS.sweep_tenths_thresholds)]
-    for (high_scores, low_scores), (threshold, regression), mixes in sweeps:
+    unit = (0.0, 1.0)
+    sweeps = [(quarters, LIMITS.sweep_thresholds, LIMITS.sweep_mixes, unit),
+              *((tenths, thresholds, LIMITS.sweep_tenths_mixes, unit) for thresholds in LIMITS.sweep_tenths_thresholds),
+              *((quarters, thresholds, (0.0,), LIMITS.sweep_score_range)
+                for thresholds in LIMITS.sweep_score_range_thresholds)]
+    for (high_scores, low_scores), (threshold, regression), mixes, score_range in sweeps:
         for minimum, window, mix in itertools.product(range(1, LIMITS.sweep_max + 1),
                                                       range(1, LIMITS.sweep_max + 1), mixes):
             _sweep_stage_rule(curriculum_factory, oracle, scenario_seed, minimum, window, mix, threshold, regression,
-                              high_scores, low_scores)
+                              high_scores, low_scores, score_range)
 
 
 def _sweep_stage_rule(curriculum_factory, oracle, scenario_seed: int, minimum: int, window: int, mix: float,
                       threshold: float, regression: float, high_scores: tuple[float, ...],
-                      low_scores: tuple[float, ...]) -> None:
-    """One config of `test_stage_rule_holds_for_every_minimum_and_window`."""
+                      low_scores: tuple[float, ...], score_range: tuple[float, float]) -> None:
+    """One config of `test_stage_rule_holds_for_every_minimum_and_window`, its scores mapped
+    from [0, 1] into `score_range`."""
+    bottom, top = score_range
     stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
                                                                         seed=scenario_seed)))
               for i in range(LIMITS.num_stages)]
     config = CurriculumConfig(algorithm=StagedProgressionConfig(
         stages=stages, advancement_threshold=threshold, min_episodes=minimum, window=window,
         regression_threshold=regression, previous_stage_mix=mix),
-        num_active_tasks=LIMITS.pool, seed=scenario_seed)
+        num_active_tasks=LIMITS.pool, seed=scenario_seed, score_range=score_range)
     watcher = oracle(context=f"min_episodes={minimum}, window={window}, previous_stage_mix={mix}, "
-                             f"thresholds {threshold}/{regression}")
+                             f"thresholds {threshold}/{regression}, score_range {score_range}")
     curriculum = watcher.watch(curriculum_factory(config))
     rng = random.Random(f"{scenario_seed}-{minimum}-{window}-{mix}-{threshold}")
     broadcasts = random.Random(f"{scenario_seed}-{minimum}-{window}-{mix}-{threshold}-broadcasts")
@@ -120,7 +127,7 @@ def _sweep_stage_rule(curriculum_factory, oracle, scenario_seed: int, minimum: i
     for _ in range(LIMITS.sweep_episodes):
         if rng.random() < 1.0 / LIMITS.sweep_run_length:
             high = not high
-        score = rng.choice(high_scores if high else low_scores)
+        score = bottom + rng.choice(high_scores if high else low_scores) * (top - bottom)
         task = curriculum.get_task()
         curriculum.update_task_performance(task.task_id, score)
         if callable(adopt) and broadcasts.random() < 1.0 / LIMITS.sweep_broadcast_every:
