@@ -158,6 +158,17 @@ def reference_entropy(values: Iterable[float]) -> float:
     return entropy / math.log(n)
 
 
+_UNIT_RANGED: Final = ("gini", "entropy")
+"""Parts of the names of numbers documented to lie in [0, 1] (`curriculum.metrics`)."""
+
+
+def _in_unit_range(value: Any) -> bool:
+    try:
+        return 0.0 <= float(value) <= 1.0
+    except (TypeError, ValueError):
+        return False
+
+
 def mean_return(returns: Sequence[float]) -> float:
     """The default episode score: the mean of the agents' returns."""
     return sum(returns) / len(returns)
@@ -353,9 +364,14 @@ class AccountingOracle:
         self.mismatches.append(message)
 
     def _compare(self, what: str, oracle: Any, reported: Any, where: str, *, exact: bool = False) -> None:
-        """Counts compare exactly (`exact`), other numbers within the tolerance."""
+        """Counts compare exactly (`exact`), other numbers within the tolerance; a Gini
+        coefficient or a normalised entropy must also lie in [0, 1], its documented range, not
+        only near the oracle's number (a uniform entropy that rounds to 1 + 2e-16 is out)."""
         if reported is None:
             self.mismatch(f"{what} {where}: oracle {oracle!r}, reported nothing")
+            return
+        if any(part in what for part in _UNIT_RANGED) and not _in_unit_range(reported):
+            self.mismatch(f"{what} {where}: reported {reported!r}, outside [0, 1] (oracle {oracle!r})")
             return
         if exact:
             ok = reported == oracle
