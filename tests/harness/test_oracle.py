@@ -200,6 +200,13 @@ def _log2_entropy(p: Any) -> float:
     return float(-(p * np.log2(p)).sum() / np.log(len(p) or 2))  # bug: log2 against a natural-log maximum
 
 
+def _entropy_past_one(p: Any) -> float:
+    return _ENTROPY(p) * (1.0 + 4e-16)  # bug: not capped at 1 (a uniform distribution's rounds over)
+
+
+_ENTROPY = curriculum_module.normalized_entropy
+
+
 def _late_credited_to_new_task(monkeypatch: pytest.MonkeyPatch) -> None:
     update = Curriculum.update_task_performance
 
@@ -408,6 +415,8 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
                              "gini"),
     "entropy in the wrong base": (lambda mp: monkeypatch_both(mp, "normalized_entropy", _log2_entropy), "lp-direct",
                                   "entropy"),
+    "entropy of uniform sampling past 1": (lambda mp: monkeypatch_both(mp, "normalized_entropy", _entropy_past_one),
+                                           "time-limit", "outside [0, 1]"),
     "late completion credited to the slot's new task": (_late_credited_to_new_task, "lp-serial", "late"),
     "episode credited to the next task": (_credit_next_task, "lp-single-env", "wrong task"),
     "multi-agent score summed over agents": (_summed_agent_score, "multi-agent", "score of"),
