@@ -356,8 +356,8 @@ class ExactAccountingEnv(_HarnessEnv):
     it (it is in no return). With `reports_returns` the env defines `get_episode_rewards()`,
     each agent's running total of every reward written for it, after-done ones included (so
     read at the agent's done step it is its return, read later it is not). `infos`
-    (constructor, `INFO_FORMATS`): a list, or one dict at every step (`exact_accounting/step`
-    on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
+    (constructor, `INFO_FORMATS`): a list, or one dict at every step (an `OrderedDict` after an
+    odd number of ended episodes; `exact_accounting/step` on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
     (zero), the keys of the ended episode's info; or "log", one list `[log]` returned at every
     step, one dict for the env's life in which the env replaces the keys it wrote the step before by this step's
     (the step number, or the episode's info) and leaves any other key as it finds it, as an
@@ -479,7 +479,12 @@ class ExactAccountingEnv(_HarnessEnv):
         (an env that reports something at every step)."""
         if self._log is not None:
             return self._logged({"exact_accounting": {"step": self._step}})
-        return {"exact_accounting": {"step": self._step}} if self._dict_infos else []
+        return self._dict_info({"exact_accounting": {"step": self._step}}) if self._dict_infos else []
+
+    def _dict_info(self, info: dict[str, Any]) -> dict[str, Any]:
+        """A dict info as returned: after an odd number of ended episodes an `OrderedDict` (a
+        dict subclass, as some envs return), else a plain dict; a wrapper takes both as dicts."""
+        return OrderedDict(info) if self.episodes_completed % 2 else info
 
     def _step_info(self) -> list[Any] | dict[str, Any]:
         """A step before the episode's last: with the "first" desync signal, the flag at the
@@ -490,7 +495,7 @@ class ExactAccountingEnv(_HarnessEnv):
             info = {"exact_accounting": {"truncated_by_desync": True}}
             if self._log is not None:
                 return self._logged(info)
-            return info if self._dict_infos else [info]
+            return self._dict_info(info) if self._dict_infos else [info]
         return self._no_info()
 
     def _logged(self, info: dict[str, Any]) -> list[dict[str, Any]]:
@@ -543,7 +548,7 @@ class ExactAccountingEnv(_HarnessEnv):
         self.terminals.fill(False)
         self.truncations.fill(False)
         if self._dict_infos:
-            return self.observations, {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}
+            return self.observations, self._dict_info({"exact_accounting": {"episode_return": 0.0, "episode_length": 0}})
         return self.observations, []
 
     def step(
@@ -615,7 +620,7 @@ class ExactAccountingEnv(_HarnessEnv):
             numbers["truncated_by_desync"] = end != ENDED_TRUNCATED
         info = self._episode_info({"exact_accounting": numbers}, settings, returns, end, step)
         if self._dict_infos:
-            return self.observations, self.rewards, self.terminals, self.truncations, info
+            return self.observations, self.rewards, self.terminals, self.truncations, self._dict_info(info)
         if self._log is not None:
             return self.observations, self.rewards, self.terminals, self.truncations, self._logged(info)
         return self.observations, self.rewards, self.terminals, self.truncations, \
