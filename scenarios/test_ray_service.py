@@ -399,6 +399,8 @@ class _ModelClient:
         self.last: tuple[int, list[tuple[int, float, str]], list[Any]] | None = None
         self.issued = self.acknowledged = 0
         self.lost = False
+        self.known = True
+        """Whether the service's incarnation has heard from it (a restarted one only once it calls)."""
 
 
 _SCHEDULE = {"batch": 24, "refill": 12, "resend": 3, "complete now": 3, "new client": 1, "release": 1, "lost": 1,
@@ -419,8 +421,10 @@ def test_the_service_accounts_for_every_task_whatever_its_clients_do(ray_cluster
     (`issued == acknowledged + lost + abandoned + outstanding`). A refused restore changes
     nothing, not even the incarnation. A service restarted with its first arguments (a `state`
     and its checkpoint file) resumes from the file, which holds exactly what the service had
-    counted at the batch that took it `checkpoint_interval` completions past the one before.
-    One schedule serves learning progress with eviction, one a staged curriculum (each when the
+    counted at the batch that took it `checkpoint_interval` completions past the one before:
+    each client's last batch the file recorded, resent, is answered from that record; a client
+    that has not called the restarted service yet is not among its clients, and declared lost
+    (its worker died meanwhile) it is refused like any other. One schedule serves learning progress with eviction, one a staged curriculum (each when the
     factory takes its config)."""
     served = []
     for setup, config in (("evicting", accounting_config(scenario_seed)), ("staged", staged_config(scenario_seed))):
@@ -474,6 +478,7 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
 
     def send(client: _ModelClient, seq: int, items: list[tuple[int, float, str]], want: int) -> dict[str, Any]:
         answer = service.exchange(client.name, seq, items, want)
+        client.known = True
         if setup == "staged":
             stages = [LENGTH_TO_STAGE[env_cfg["episode_length"]] for _, env_cfg, _, _ in answer["tasks"]]
             assert all(stage == answer["stage"] for stage in stages), (
@@ -517,6 +522,17 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
             since_file = 0
         return results
 
+    def declare_lost(client: _ModelClient, where: str) -> None:
+        """The client's worker died (also before it called a restarted service)."""
+        lost = service.declare_lost(client.name)
+        totals["lost before calling"] += not client.known
+        assert lost == client.issued - client.acknowledged, (
+            f"{where}: declare_lost counted {lost} tasks lost, the client had "
+            f"{client.issued - client.acknowledged} outstanding")
+        client.lost = True
+        totals["lost"] += lost
+        totals["lost_clients"] += 1
+
     for _ in range(3):
         open_client()
     for call in range(1, LIMITS.schedule_calls + 1):
@@ -558,13 +574,7 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
         elif kind == "lost":
             if client.lost:
                 continue
-            lost = service.declare_lost(client.name)
-            assert lost == client.issued - client.acknowledged, (
-                f"{where}: declare_lost counted {lost} tasks lost, the client had "
-                f"{client.issued - client.acknowledged} outstanding")
-            client.lost = True
-            totals["lost"] += lost
-            totals["lost_clients"] += 1
+            declare_lost(client, where)
         elif kind == "checkpoint":
             snapshot = service.get_state()
         elif kind == "restore":
@@ -608,10 +618,24 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
             totals = Counter(resumed=int(resumed))
             clients = [c for c in clients if not c.lost]  # (the workers of a lost client are gone)
             records = {} if in_file is None else in_file[1]
+            calls_again = np.random.default_rng([scenario_seed, call])  # (the schedule's own draws unchanged)
             for c in clients:  # what a restarted service knows of each client: the file's batch record
                 c.last, c.issued, c.acknowledged = records.get(c.name), 0, 0
-                service.describe(c.name)
+                c.known = bool(calls_again.random() < 0.5)  # the others have not called the new incarnation yet
+                if c.known:
+                    service.describe(c.name)
             since_file, stale_before = 0, 0
+            for c in clients:  # each calling client's last batch the file recorded, resent: answered from that record
+                if c.known and c.last is not None:
+                    seq, items, results = c.last
+                    answer = send(c, seq, items, 0)
+                    totals["resent after restart"] += 1
+                    assert answer["results"] == results, (
+                        f"{where}: batch {seq} of {c.name}, recorded in the checkpoint file, resent to the restarted "
+                        f"service got verdicts {answer['results']}, first {results} (answered from its record)")
+            silent = [c for c in clients if not c.known]
+            if silent and calls_again.random() < 0.5:  # a worker that died while the service restarted
+                declare_lost(silent[int(calls_again.integers(len(silent)))], where)
         stats, accounts = service.stats(), service.service_stats()
         recorded = stats["total_completions"] + stats["late_completions"]
         stale = accounts["stale_after_restore"] - stale_before
@@ -624,16 +648,17 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
                     "carried_over_completions": totals["carried_over"], "lost_tasks": totals["lost"],
                     "lost_clients": totals["lost_clients"], "abandoned_tasks": totals["abandoned"],
                     "outstanding_tasks": sum(c.issued - c.acknowledged for c in clients if not c.lost),
-                    "clients": sum(1 for c in clients if not c.lost)}
+                    "clients": sum(1 for c in clients if not c.lost and c.known)}
         reported = {name: accounts[name] for name in expected}
         assert reported == expected, f"{where}: service_stats() {reported}, by the protocol {expected}"
         per_client = {name: (account["issued"], account["acknowledged"])
                       for name, account in service.client_accounts().items()}
-        assert per_client == {c.name: (c.issued, c.acknowledged) for c in clients if not c.lost}, (
+        assert per_client == {c.name: (c.issued, c.acknowledged) for c in clients if not c.lost and c.known}, (
             f"{where}: client_accounts() {per_client}, by the protocol "
-            f"{ {c.name: (c.issued, c.acknowledged) for c in clients if not c.lost} }")
+            f"{ {c.name: (c.issued, c.acknowledged) for c in clients if not c.lost and c.known} }")
     # (a plug-in that never evicts has no late completions, and may take a snapshot of another format)
-    needed = ("resent", "lost", "abandoned") + (("carried_over", "resumed") if snapshot is not None else ()) \
+    needed = ("resent", "lost", "abandoned") + (("carried_over", "resumed", "resent after restart",
+                                                 "lost before calling") if snapshot is not None else ()) \
         + (("late", "refused_restores") if uses_builtin_curriculum else ())
     earlier.update(totals)
     thin = [name for name in needed if not earlier[name]]
