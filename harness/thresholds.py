@@ -565,6 +565,12 @@ class EnvWrapperLimits:
     rules_one_configuration_episodes: int = 1200
     """Episodes of the same check on a pool of copies of one configuration (learned within about
     200, forgotten at 600, learned again)."""
+    shortlist_largest_pool: int = 100
+    """The shortlist check's pools: every size up to this at which some percentile rounds
+    differently in floating point (50, 90 and 100 tasks)."""
+    shortlist_episodes_per_task: int = 20
+    """Completions per pool task before the shortlist check's one refresh (cold tasks are drawn
+    first: every task is presented long before)."""
     random_states_run: int = 300
     """Episodes played before the checkpoint whose statistics the random states replace."""
     random_states: int = 400

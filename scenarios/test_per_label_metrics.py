@@ -820,6 +820,49 @@ def _faint(row: list[float], rng: np.random.Generator) -> list[float]:
     return [fields[field] for field in STATE_FIELDS]
 
 
+def _percent_roundings(largest_pool: int) -> list[tuple[int, int]]:
+    """(percentile, tasks presented) pairs up to `largest_pool` tasks where that percent of the
+    tasks, rounded down, differs from what floating-point orders of the same sum give (the
+    fraction taken first, or the count divided first): 28.999999999999996 is 28."""
+    return [(percent, n) for percent in range(1, 101) for n in range(1, largest_pool + 1)
+            if {int(n * (percent / 100.0)), int(percent / 100.0 * n), int(n / 100.0 * percent)}
+            != {n * percent // 100}]
+
+
+def test_the_eviction_shortlist_is_its_percent_of_the_presented_tasks_exactly(curriculum_factory,
+                                                                              require_capability,
+                                                                              scenario_seed) -> None:
+    """At every (`eviction_percentile`, pool) pair up to `LIMITS.shortlist_largest_pool` tasks
+    where floating-point rounding could cut a shortlist short (29% of 100 tasks, 58% of 50,
+    ...), a pool of distinct impossible tasks, each presented before the first refresh, is
+    refreshed once: the tasks it shortlists are that percent of the presented ones rounded
+    down, the lowest-scoring of those the rules let go."""
+    pairs = _percent_roundings(LIMITS.shortlist_largest_pool)
+    assert pairs, "no percentile rounds differently in floating point: the check measured nothing"
+    for percent, pool in pairs:
+        generator = TaggedTasks(BucketedTaskGenerator({"kind": "impossible", "rate": 0.1},
+                                                      {"variant": list(range(pool))}, label="impossible",
+                                                      seed=scenario_seed))
+        config = CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(), num_active_tasks=pool,
+                                  seed=scenario_seed, min_presentations=1, eviction_percentile=float(percent),
+                                  refresh_interval=LIMITS.shortlist_episodes_per_task * pool)
+        curriculum, tracker, arrays, _ = _followed(curriculum_factory, require_capability, config,
+                                                   "the shortlist's rule is the built-in curriculum's")
+        try:
+            for _ in range(config.refresh_interval):  # the last completion refreshes
+                task = curriculum.get_task()
+                curriculum.update_task_performance(task.task_id, 0.0)
+            presented = (tracker.completions >= config.min_presentations).tolist()
+            assert all(presented), (
+                f"only {sum(presented)} of {pool} tasks were presented at the refresh, seed {scenario_seed}: the check "
+                "measured too little")
+            candidates = reference_eviction_candidates(read_state(arrays), config.algorithm, presented)
+            wrong = _shortlist_wrong(curriculum, tracker, candidates)
+            assert not wrong, f"eviction_percentile {percent}, {pool} tasks, seed {scenario_seed}: the refresh {wrong}"
+        finally:
+            curriculum.close()
+
+
 def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, require_capability,
                                                         scenario_seed) -> None:
     """States the simulated students seldom reach: the checkpoint of a run (real keys, labels,
