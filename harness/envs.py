@@ -628,13 +628,18 @@ class ExactAccountingEnv(_HarnessEnv):
 
 
 class SeedReportingEnv(ExactAccountingEnv):
-    """`ExactAccountingEnv` whose reset info says the seed that `reset()` was given
-    (`{"seed_reporting": {"reset_seed": seed}}`), so the seeds envs in other processes were reset
-    with can be checked where their infos arrive."""
+    """`ExactAccountingEnv` whose reset info says the seed that `reset()` was given and the one
+    it was built with (`{"seed_reporting": {"reset_seed": seed, "built_seed": seed}}`), so the
+    seeds envs in other processes were made and reset with can be checked where their infos
+    arrive."""
+
+    def __init__(self, *, seed: int | None = 0, **settings: Any) -> None:
+        super().__init__(seed=seed, **settings)
+        self.built_seed = seed
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
         obs, infos = super().reset(seed)
-        return obs, [*infos, {"seed_reporting": {"reset_seed": seed}}]
+        return obs, [*infos, {"seed_reporting": {"reset_seed": seed, "built_seed": self.built_seed}}]
 
 
 class GymExactAccountingEnv(gymnasium.Env):

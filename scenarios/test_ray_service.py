@@ -162,11 +162,13 @@ def test_every_episode_is_recorded_exactly_once_through_the_service(serve, uses_
     try:
         _, infos = vecenv.reset(seed=scenario_seed)
         watcher.observe(infos)
-        seeds = sorted(info["seed_reporting"]["reset_seed"] for info in infos if "seed_reporting" in info)
+        reported = [info["seed_reporting"] for info in infos if "seed_reporting" in info]
         expected = list(range(scenario_seed, scenario_seed + LIMITS.num_envs))
-        assert seeds == expected, (
-            f"{context}: reset(seed={scenario_seed}) reset the envs ({LIMITS.num_envs} on {LIMITS.num_workers} Ray "
-            f"workers) with seeds {seeds}; env i gets seed + i: {expected}")
+        for what, key in (("reset(seed={}) reset the envs", "reset_seed"), ("seed={} built the envs", "built_seed")):
+            seeds = sorted(seeds[key] for seeds in reported)
+            assert seeds == expected, (
+                f"{context}: {what.format(scenario_seed)} ({LIMITS.num_envs} on {LIMITS.num_workers} Ray workers) with "
+                f"seeds {seeds}; env i gets seed + i: {expected}")
         ended = 0
         for _ in range(LIMITS.accounting_vec_steps):
             _, _, terminals, truncations, infos = vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
