@@ -620,19 +620,21 @@ class EnvWrapperLimits:
     """Episodes of that check, and the evictions it needs to mean something (the fewest over
     seeds 0-19: 11)."""
     memory_episodes: int = 2000
-    memory_entries: int = 4
+    memory_entries: int = 5
     memory_variants: int = 32
     memory_eviction_percentile: float = 50.0
     """The run that fills learning progress's memory of configurations: episodes, memory
-    entries, variants of each kind (128 configurations), and the share of the pool a refresh
-    may evict (churn: every warm evicted task is remembered)."""
+    entries (no power of two: a position masked instead of wrapped shows), variants of each
+    kind (128 configurations), and the share of the pool a refresh may evict (churn: every warm
+    evicted task is remembered)."""
+    memory_few_entries: int = 4
     memory_few_variants: int = 2
     memory_few_runs: int = 3
     memory_few_episodes: int = 6000
     memory_min_hits: int = 3
-    """The same memory over two variants of each kind and rate: runs per base seed, episodes
-    each, and the admitted tasks that must find their configuration in it over those runs (the
-    fewest over base seeds 0-9: 6)."""
+    """A memory of four entries (its probes reach every one) over two variants of each kind and
+    rate: runs per base seed, episodes each, and the admitted tasks that must find their
+    configuration in it over those runs (the fewest over base seeds 0-9: 6)."""
     memory_min_replacements: int = 8
     """Evictions into a full memory that run must see to mean something (the fewest over seeds
     0-19: 13)."""

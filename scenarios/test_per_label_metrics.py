@@ -260,7 +260,8 @@ _LP_SETTINGS = {
     "settings": LearningProgressConfig(ema_timescale=0.15, slow_timescale_factor=0.28, min_samples_for_lp=3,
                                        noise_z=1.5, max_baseline=0.6, mastered_gain=0.3, exploration=0.04,
                                        cold_exploration=0.16, revisit=0.12, retry=0.08, frontier_z=2.5,
-                                       admission_candidates=6, admission_usefulness=0.06),
+                                       admission_candidates=6, admission_usefulness=0.06,
+                                       config_memory=61),  # (no power of two: a position masked, not wrapped, shows)
     # a threshold on a value the state takes exactly: a configuration remembered as stagnant has
     # usefulness 0, which "at least 0" admits and "above 0" would not
     "boundary": LearningProgressConfig(admission_usefulness=0.0),
@@ -706,7 +707,7 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
     (a stalled task left to the floor, frontier practice not renewed) shows here. The pool
     counts `stats()` reports (cold, learned, frontier, revisited tasks) are those of the rules."""
     config = _LP_SETTINGS[settings]
-    config = dataclasses.replace(config, config_memory=64 if config.config_memory else 0)
+    config = dataclasses.replace(config, config_memory=min(config.config_memory, 64))
     pool, variants = _RULES_POOLS.get(settings, (20, 2))
     curriculum_config = _rules_config(config, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS, pool=pool,
                                       variants=variants, kinds=_ALL_RULES_KINDS)
@@ -1063,16 +1064,18 @@ def test_configurations_coming_back_find_what_a_full_memory_holds(curriculum_fac
     for run in range(LIMITS.memory_few_runs):
         seed = scenario_seed * LIMITS.memory_few_runs + run
         hits += _fill_memory(curriculum_factory, require_capability, seed, LIMITS.memory_few_variants,
-                             LIMITS.memory_few_episodes)["memory hits"]
+                             LIMITS.memory_few_episodes, LIMITS.memory_few_entries)["memory hits"]
     assert hits >= LIMITS.memory_min_hits, (
         f"only {hits} admitted tasks found their configuration in the memory over {LIMITS.memory_few_runs} runs, base "
         f"seed {scenario_seed}: the check measured too little")
 
 
-def _fill_memory(curriculum_factory, require_capability, seed: int, variants: int, episodes: int) -> Counter:
-    """One run of the full-memory checks: every completion and eviction held to the documented
-    rules; returns what decided (evictions into a full memory, memory hits)."""
-    algorithm = LearningProgressConfig(config_memory=LIMITS.memory_entries)
+def _fill_memory(curriculum_factory, require_capability, seed: int, variants: int, episodes: int,
+                 entries: int = LIMITS.memory_entries) -> Counter:
+    """One run of the full-memory checks, with a memory of `entries`: every completion and
+    eviction held to the documented rules; returns what decided (evictions into a full memory,
+    memory hits)."""
+    algorithm = LearningProgressConfig(config_memory=entries)
     config = dataclasses.replace(
         _rules_config(algorithm, seed, refresh_interval=16, variants=variants),
         min_presentations=3, eviction_percentile=LIMITS.memory_eviction_percentile)
