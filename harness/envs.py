@@ -93,7 +93,7 @@ the info of the step at which the first agents are cut, and not at the episode's
 agents ending together, as "info"). "mixed": as "info", but at the cut's step only agent 0 is
 truncated, and the other agents ending then terminate (they finished as the env cut the first):
 a cut is an episode end with some agent truncated and the flag set, not one with all of them."""
-INFO_FORMATS: Final = ("list", "dict", "log")
+INFO_FORMATS: Final = ("list", "dict", "log", "none")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts, one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's),
 or a list holding the env's one log dict at every step (a wrapper must not write into it)."""
@@ -361,7 +361,8 @@ class ExactAccountingEnv(_HarnessEnv):
     (zero), the keys of the ended episode's info; or "log", one list `[log]` returned at every
     step, one dict for the env's life in which the env replaces the keys it wrote the step before by this step's
     (the step number, or the episode's info) and leaves any other key as it finds it, as an
-    env that keeps a running log does. `rewards` (constructor, `REWARD_WRITES`):
+    env that keeps a running log does; or "none", a list whose ordinary steps return None (no
+    infos at all) instead of an empty list. `rewards` (constructor, `REWARD_WRITES`):
     `at_end` writes each agent's return at its done step only and nothing else (no after-done
     reward either: the buffer keeps what it held, which a wrapper must not count again).
     `fail_every_reset` (constructor): every n-th
@@ -408,6 +409,7 @@ class ExactAccountingEnv(_HarnessEnv):
         if infos not in INFO_FORMATS:
             raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
         self._dict_infos = infos == "dict"
+        self._no_infos: list[Any] | None = None if infos == "none" else []
         self._log: dict[str, Any] | None = {} if infos == "log" else None
         self._log_list: list[dict[str, Any]] = [self._log] if self._log is not None else []
         self._log_keys: tuple[str, ...] = ()
@@ -474,12 +476,12 @@ class ExactAccountingEnv(_HarnessEnv):
         self._uniform = not self._at_end and (self._num == 1 or (len(set(settings["episode_length"])) == 1
                                                                   and len(set(settings["reward_per_step"])) == 1))
 
-    def _no_info(self) -> list[Any] | dict[str, Any]:
-        """An ordinary step's infos: none in a list; with dict or log infos, the step number
-        (an env that reports something at every step)."""
+    def _no_info(self) -> list[Any] | dict[str, Any] | None:
+        """An ordinary step's infos: none in a list (or None); with dict or log infos, the step
+        number (an env that reports something at every step)."""
         if self._log is not None:
             return self._logged({"exact_accounting": {"step": self._step}})
-        return self._dict_info({"exact_accounting": {"step": self._step}}) if self._dict_infos else []
+        return self._dict_info({"exact_accounting": {"step": self._step}}) if self._dict_infos else self._no_infos
 
     def _dict_info(self, info: dict[str, Any]) -> dict[str, Any]:
         """A dict info as returned: after an odd number of ended episodes an `OrderedDict` (a

@@ -68,8 +68,9 @@ def staged_config(seed: int, *, staggered: bool = False) -> CurriculumConfig:
 
 def _make_env(buf=None, seed=0):
     """Env i (seed base + i) writes its infos in the i-th of `INFO_FORMATS`, in turn: a list, a
-    dict at every step (its reset's dict following an episode's), or one running log; the
-    wrappers must find each episode's end in every shape, wherever it sits in a step's infos."""
+    dict at every step (its reset's dict following an episode's), one running log, or None on
+    ordinary steps; the wrappers must find each episode's end in every shape, wherever it sits
+    in a step's infos, and hand the trainer info dicts only."""
     return ExactAccountingEnv(buf=buf, seed=seed, infos=INFO_FORMATS[seed % len(INFO_FORMATS)])
 
 

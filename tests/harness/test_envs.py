@@ -6,6 +6,7 @@ import functools
 import math
 import multiprocessing
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -385,8 +386,18 @@ def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() 
     assert record.reported == {"exact_accounting": {"episode_return": 1.5, "episode_length": 3}}
     info["exact_accounting"]["episode_return"] = 0.0  # the record keeps its own copy
     assert record.reported["exact_accounting"]["episode_return"] == 1.5
-    with pytest.raises(ValueError, match="^Expected `infos` to be one of \\('list', 'dict', 'log'\\), received 'tuple'$"):
+    assert type(reset_info) is dict and type(info) is OrderedDict  # (a dict subclass once an odd number ended)
+    with pytest.raises(ValueError,
+                       match="^Expected `infos` to be one of \\('list', 'dict', 'log', 'none'\\), received 'tuple'$"):
         ExactAccountingEnv(infos="tuple")
+
+
+def test_exact_accounting_none_infos_return_none_on_ordinary_steps() -> None:
+    env = ExactAccountingEnv(reward_per_step=0.5, episode_length=2, infos="none")
+    assert env.reset()[1] == []
+    actions = np.zeros(1, dtype=np.int32)
+    assert env.step(actions)[4] is None
+    assert env.step(actions)[4][0]["exact_accounting"] == {"episode_return": 1.0, "episode_length": 2}
 
 
 def test_exact_accounting_log_infos_are_one_dict_whose_own_keys_the_env_rewrites() -> None:
