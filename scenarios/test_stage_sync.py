@@ -782,8 +782,13 @@ def test_a_worker_reading_the_broadcast_never_sees_half_a_publish(scenario_seed)
     the stages) while a worker reads the `StageBroadcast` in another process: every read must
     be one published state, whole, never the stage of one publish with the count of another
     (the worker would adopt a state no curriculum sent), never None (nothing published) once a
-    state was, and counts never go back."""
+    state was, and counts never go back. Before the first publish every read is None (a worker
+    following it keeps its own stage), not a stage 0 nobody sent."""
     broadcast = StageBroadcast()
+    unpublished = (broadcast.read(), _read_elsewhere(broadcast))
+    assert unpublished == (None, None), (
+        f"a broadcast nobody published read {unpublished[0]} here and {unpublished[1]} in another process; None "
+        f"until the first publish (a worker copy ahead of stage 0 would go back to it), seed {scenario_seed}")
     broadcast.publish({"stage": 0, "stage_changes": 0})
     first = _read_elsewhere(broadcast)  # (else the reads below could spin for ever)
     assert first == {"stage": 0, "stage_changes": 0}, (
