@@ -1390,8 +1390,9 @@ def test_a_block_that_cannot_be_allocated_is_refused_and_leaves_no_file(uses_bui
     """A shared curriculum whose block the kernel refuses to allocate (a full /dev/shm; here
     the process's file size limit, which refuses it the same way) raises `SharedTrackerError`
     and leaves no file in /dev/shm: nobody would ever remove one without a header (the cleanup
-    never takes a headerless block for an orphan), and /dev/shm fills up run after run. (In a
-    forked child, whose limit ends with it.)"""
+    never takes a headerless block for an orphan), and /dev/shm fills up run after run; nor a
+    descriptor open (a trainer retrying would run out of them). (In a forked child, whose limit
+    ends with it.)"""
     require_capability(uses_builtin_curriculum, "checks the built-in curriculum's shared memory files")
     config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 1}), algorithm=UniformConfig(),
                               num_active_tasks=64, seed=0)
@@ -1403,12 +1404,16 @@ def test_a_block_that_cannot_be_allocated_is_refused_and_leaves_no_file(uses_bui
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (past the limit: EFBIG, not the signal)
             resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
             before = set(os.listdir(SEGMENT_DIR))
+            descriptors = set(os.listdir("/proc/self/fd"))
             try:
                 Curriculum(config, shared_memory=True).close()
             except SharedTrackerError:
                 outcome = ""
             except Exception as error:  # noqa: BLE001 - reported
                 outcome = f"raised {type(error).__name__}: {error}"
+            gc.collect()
+            opened = set(os.listdir("/proc/self/fd")) - descriptors
+            outcome += f"; kept {len(opened)} descriptor(s) open" if opened else ""
             time.sleep(0.5)  # a block another test creates meanwhile has its header by then
             left = [name for name in set(os.listdir(SEGMENT_DIR)) - before if name.startswith(SEGMENT_PREFIX)
                     and not Path(SEGMENT_DIR, name).read_bytes().startswith(memory._MAGIC)]
@@ -1421,7 +1426,8 @@ def test_a_block_that_cannot_be_allocated_is_refused_and_leaves_no_file(uses_bui
         outcome = pipe.read().decode()
     os.waitpid(pid, 0)
     assert not outcome, (f"creating a shared curriculum whose block the kernel cannot allocate (file size limit "
-                         f"4096 bytes): {outcome.lstrip('; ')} (expected SharedTrackerError and no file left)")
+                         f"4096 bytes): {outcome.lstrip('; ')} (expected SharedTrackerError, no file left and no "
+                         "descriptor open)")
 
 
 def _damaged_copy(live: str, path: str, damage: Any) -> None:
