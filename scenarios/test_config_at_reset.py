@@ -375,6 +375,47 @@ def test_a_wrapper_that_leaves_recording_to_the_main_process_refuses_a_score_out
                        f"{wrong}, seed {scenario_seed}")
 
 
+class ScoreFnFailed(KeyError):
+    """A `score_fn`'s own failure (a lookup of its own that found nothing)."""
+
+
+def _failing_score(returns) -> float:
+    raise ScoreFnFailed(f"no score for returns {list(returns)}")
+
+
+@pytest.mark.parametrize("wrapper", ["pufferlib", "gymnasium"])
+def test_a_score_fn_that_raises_reaches_the_trainer_as_its_own_error(curriculum_factory, curriculum_env_class,
+                                                                     scenario_seed, wrapper) -> None:
+    """A `score_fn` that raises: its own error propagates from the wrapper's `step()` as it is,
+    not renamed (a trainer's `except KeyError` must still catch it), and the episode is dropped,
+    neither recorded nor counted."""
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25}, label="exact"),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
+    if wrapper == "pufferlib":
+        env, action = curriculum_env_class(ExactAccountingEnv(), curriculum, seed=scenario_seed,
+                                           score_fn=_failing_score), np.zeros(1, dtype=np.int32)
+    else:
+        env, action = GymCurriculumEnv(GymExactAccountingEnv(), curriculum, seed=scenario_seed,
+                                       score_fn=_failing_score), 0
+    env.reset(seed=scenario_seed)
+    try:
+        for _ in range(2):  # (the episode ends at its second step)
+            env.step(action)
+    except Exception as error:  # noqa: BLE001 - its kind is the check
+        raised = error
+    else:
+        raised = None
+    assert type(raised) is ScoreFnFailed, (
+        f"{type(env).__name__}: a score_fn raising ScoreFnFailed (a KeyError) at an episode's end made step() raise "
+        f"{raised!r}; the score_fn's own error must propagate as it is, seed {scenario_seed}")
+    stats = curriculum.stats()
+    recorded = stats.get("total_completions", 0) + stats.get("late_completions", 0)
+    assert recorded == 0, (
+        f"{type(env).__name__}: the episode whose score_fn raised was recorded ({recorded} completions), seed "
+        f"{scenario_seed}")
+
+
 def test_every_task_is_the_one_its_id_names(curriculum_factory, require_capability, scenario_seed, oracle) -> None:
     """Under churn (5 learnable of 50 tasks, evictions every few episodes), with the student
     task nested in a sub-config beside a sibling setting, every handed-out task's config and
