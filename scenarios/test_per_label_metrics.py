@@ -149,7 +149,8 @@ _NUMPY_NUMBERS = (np.bool_, np.int8, np.int16, np.int32, np.int64, np.uint8, np.
                   np.float16, np.float32, np.float64)
 #: Every kind of value envs put in their infos, as a maker of one from a random stream: plain and
 #: numpy numbers (of every type in `_NUMPY_NUMBERS`), sequences and arrays (counted as their
-#: mean: lists, tuples, arrays of 0, 1 and 2 dimensions, nested ones too), and what is no number
+#: mean: lists, tuples, arrays of 0, 1 and 2 dimensions, nested ones too, 0-d ones of bools and
+#: of every numpy type), and what is no number
 #: (strings, None, empty lists, tuples and arrays (a per-agent array masked to the agents that
 #: finished: empty on most steps), and sequences holding any of those beside numbers).
 _VALUE_KINDS = (
@@ -167,6 +168,7 @@ _VALUE_KINDS = (
     lambda rng: [rng.random(), None], lambda rng: ["x", rng.randint(0, 3), rng.random()],
     lambda rng: [rng.random(), []], lambda rng: (rng.randint(0, 2), (None,)), lambda rng: [[rng.random()], ["x"]],
     lambda rng: np.array([], dtype=rng.choice(_NUMPY_NUMBERS)), lambda rng: np.zeros((0, 2)),
+    lambda rng: np.array(rng.random() < 0.5), lambda rng: np.array(rng.randint(0, 3), dtype=rng.choice(_NUMPY_NUMBERS)),
 )
 #: Gauges only: per-env nanosecond timestamps, ints whose sum no int64 holds (averaged exactly to
 #: float64; a counter's sum past 2**53 has no exact float).
