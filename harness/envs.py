@@ -672,6 +672,10 @@ class GymExactAccountingEnv(gymnasium.Env):
         self.resets: list[tuple[int | None, dict[str, Any] | None]] = []
         """The `seed` and `options` of every `reset()` that started an episode, in order (what a
         wrapper passed on)."""
+        self.configured: list[bool] = []
+        """Per `reset()` that started an episode, in order: whether `set_env_config` was called
+        since the last one (an env that takes its config anew at every start needs it)."""
+        self._configured = False
         self._info: dict[str, Any] = {}
         self._own_keys: set[str] = set()
 
@@ -683,11 +687,14 @@ class GymExactAccountingEnv(gymnasium.Env):
     def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
         """Validate `env_cfg` now and apply it at the next `reset()`."""
         self.inner.set_env_config(env_cfg)
+        self._configured = True
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict]:
         super().reset(seed=seed)
         observations, _ = self.inner.reset()
         self.resets.append((seed, options))
+        self.configured.append(self._configured)
+        self._configured = False
         # what a new episode starts from, under the key its end reports in (a wrapper merging
         # the two must keep the ended episode's), in the env's one info dict
         start = {"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}

@@ -309,6 +309,11 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
         f"{inner.resets[passed]}, seed {scenario_seed}" if passed is not None else
         f"GymCurriculumEnv: {len(resets)} reset() calls, the env was reset {len(inner.resets)} times, "
         f"seed {scenario_seed}")
+    unconfigured = [index for index, configured in enumerate(inner.configured) if not configured]
+    assert not unconfigured, (
+        f"GymCurriculumEnv: {len(unconfigured)} of the env's {len(inner.configured)} episode starts came without "
+        f"set_env_config before them (starts {unconfigured[:6]}); every task starts with its config set, the same task "
+        f"drawn again too, seed {scenario_seed}")
     watcher.verify()
     _assert_wrapper_counts_what_was_recorded(env, curriculum, scenario_seed)
     scored = [configs[0] for configs, task, ended in zip(ran, curriculum.tasks, full)
