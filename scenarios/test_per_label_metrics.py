@@ -200,9 +200,29 @@ def _random_info(rng: random.Random) -> dict[str, Any]:
     return info
 
 
-#: The kinds of value a trainer's losses come as: plain numbers, numpy scalars, 0-d arrays.
+class _ScalarTensor:
+    """A 0-d tensor as torch hands out a loss (`loss.detach()`): no Python or numpy number, but
+    0-dimensional, and `float()` takes it (the gate installs no torch)."""
+
+    ndim = 0
+
+    def __init__(self, value: float) -> None:
+        self._value = value
+
+    def __float__(self) -> float:
+        return self._value
+
+    def item(self) -> float:
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"tensor({self._value})"
+
+
+#: The kinds of value a trainer's losses come as: plain numbers, numpy scalars, 0-d arrays and tensors.
 _LOSS_KINDS = (lambda rng: rng.random(), lambda rng: rng.randint(0, 3), lambda rng: np.float32(rng.random()),
-               lambda rng: np.float64(rng.random()), lambda rng: np.array(rng.random()))
+               lambda rng: np.float64(rng.random()), lambda rng: np.array(rng.random()),
+               lambda rng: _ScalarTensor(rng.random()))
 
 
 #: The kinds of integer a trainer's step and epoch counters come as.
