@@ -222,6 +222,22 @@ def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_c
             getattr(shared, "close", lambda: None)()
 
 
+def test_seeds_that_differ_above_32_bits_give_streams_of_their_own(curriculum_factory, require_capability,
+                                                                   scenario_seed) -> None:
+    """Seeds a trainer derives from time or entropy are wide: `reseed(s)` and `reseed(s + k *
+    2**32)` (k = 1, 2**31) draw streams of their own, as seeds differing in their low bits do
+    (two workers in lockstep would run the same tasks)."""
+    config = stream_config(scenario_seed, UniformConfig())
+    for seed in LIMITS.stream_seeds:
+        base = _reseeded_stream(curriculum_factory, require_capability, config, seed)
+        for wide in (seed + 2**32, seed + 2**63):
+            other = _reseeded_stream(curriculum_factory, require_capability, config, wide)
+            same = sum(a == b for a, b in zip(base, other))
+            assert same < len(base) // 2, (
+                f"reseed({seed}) and reseed({wide}) drew the same task at {same} of {len(base)} draws: seeds that "
+                f"differ above their low 32 bits must give streams of their own, seed {scenario_seed}")
+
+
 def _reseeded_stream(curriculum_factory, require_capability, config: CurriculumConfig, seed: int) -> list[int]:
     """The first `LIMITS.stream_draws` task ids of a curriculum of `config` reseeded with `seed`
     (the curriculum closed and dropped after)."""
