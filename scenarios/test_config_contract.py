@@ -353,7 +353,7 @@ def _field_name(what: str) -> str:
                                                                      + _field_name(d[0]) for d in OPTIONS])
 def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, attribute, accepted, refused) -> None:
     """Every accepted value is held as given; every refused one raises `CurriculumConfigError`
-    naming the field. A numpy integer in place of an accepted int (a seed from `np.arange`) is
+    naming the field (and a refused text as received, quoted). A numpy integer in place of an accepted int (a seed from `np.arange`) is
     refused by name too, or taken as that int: a config that describes itself otherwise has
     checkpoints and shared trackers the same config written with ints refuses."""
     for value in accepted:
@@ -381,6 +381,9 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
         except CurriculumConfigError as error:
             assert any(part in str(error) or part.lower() in str(error).lower() for part in name.split("/")), (
                 f"{what}: {value!r} was refused, but the error does not name `{name}`: {error}")
+            assert not isinstance(value, str) or not value or f"received {value}" not in str(error), (
+                f"{what}: the text {value!r} was refused, but the error shows it received unquoted (as {value!r}, "
+                f"so '64' is not read as the number 64): {error}")
             continue
         except Exception as error:  # noqa: BLE001 - any other error is the failure reported below
             pytest.fail(f"{what}: {value!r} raised {type(error).__name__} ({error}), expected CurriculumConfigError "
