@@ -373,29 +373,35 @@ if path:
     sys.path.insert(0, path)
 module, function = builder.split(":")
 build = getattr(importlib.import_module(module), function)
-print(json.dumps([[build(REFERENCE_GENERATORS[name], seed).generate(i) for i in ids] for name in names],
-                 sort_keys=True, default=repr))
+built = [build(REFERENCE_GENERATORS[name], seed) for name in names]
+print(json.dumps([[list(getattr(g, "labels", ())), *(g.generate(i) for i in ids)] for g in built], sort_keys=True,
+                 default=repr))
 """
 
 
 def same_in_another_process(names: str | Sequence[str], seed: int, ids: Sequence[int], *, hash_seed: int,
                             builder: str = "harness.generator_checks:build", path: str | None = None) -> list[str]:
-    """Whether a fresh process (with its own string-hash seed) generates the same tasks as
-    this one for each generator `names` names, both building them with `builder(spec, seed)`
+    """Whether a fresh process (with its own string-hash seed) generates the same tasks, and
+    lists the same labels in the same order, as this one for each generator `names` names, both
+    building them with `builder(spec, seed)`
     ("module:function", importable from `path` if given)."""
     names = [names] if isinstance(names, str) else list(names)
     module, function = builder.split(":")
     if path and path not in sys.path:
         sys.path.insert(0, path)
     build_here = getattr(importlib.import_module(module), function)
-    expected = json.loads(json.dumps([[build_here(REFERENCE_GENERATORS[name], seed).generate(i) for i in ids]
-                                      for name in names], sort_keys=True, default=repr))
+    built = [build_here(REFERENCE_GENERATORS[name], seed) for name in names]
+    expected = json.loads(json.dumps([[list(getattr(g, "labels", ())), *(g.generate(i) for i in ids)] for g in built],
+                                     sort_keys=True, default=repr))
     env = {**os.environ, "PYTHONHASHSEED": str(hash_seed)}
     done = subprocess.run([sys.executable, "-c", _CHILD], input=json.dumps([names, seed, list(ids), builder, path]),
                           capture_output=True, text=True, env=env, check=False, timeout=120)
     if done.returncode:
         return [f"the other process failed: {done.stderr.strip()[-500:]}"]
-    for name, ours, theirs in zip(names, expected, json.loads(done.stdout)):
+    for name, (labels, *ours), (their_labels, *theirs) in zip(names, expected, json.loads(done.stdout)):
+        if labels != their_labels:
+            return [f"{name} generator: this process lists the labels {labels}, another one "
+                    f"(PYTHONHASHSEED={hash_seed}) {their_labels}"]
         for task_id, a, b in zip(ids, ours, theirs):
             if a != b:
                 return [f"{name} generator, task {task_id}: this process generates {a!r}, another one "

@@ -714,11 +714,12 @@ class InvarianceLimits:
     episodes: int = 2000
     """Episodes per run (direct loop)."""
     pool: int = 32
-    score_ranges: tuple[tuple[float, float], ...] = ((-5.0, 3.0), (-1.0, 0.0))
+    score_ranges: tuple[tuple[float, float], ...] = ((-5.0, 3.0), (-1.0, 0.0), (1.0, 9.0))
     """The other ranges the scores are mapped into (spans a power of two, so with scores that
     are multiples of 1 / `score_quantum` every map is exact in floating point): one whose low
     end is the larger in magnitude, so a bound sized by a signed end instead of a magnitude
-    shows; one of span 1 below 0, a shift alone, so a rescaling skipped for a unit span shows."""
+    shows; one of span 1 below 0, a shift alone, so a rescaling skipped for a unit span shows;
+    one above 0, which a never-played slot's 0 lies outside of."""
     resume_every: int = 100
     """Episodes between two checkpoints of the mapped run, each resumed in a new curriculum
     (where the curriculum can): a task whose scores all sit on a bound of the range must load."""
