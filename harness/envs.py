@@ -409,7 +409,7 @@ class ExactAccountingEnv(_HarnessEnv):
         if infos not in INFO_FORMATS:
             raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
         self._dict_infos = infos == "dict"
-        self._no_infos: list[Any] | None = None if infos == "none" else []
+        self._none_infos = infos == "none"
         self._log: dict[str, Any] | None = {} if infos == "log" else None
         self._log_list: list[dict[str, Any]] = [self._log] if self._log is not None else []
         self._log_keys: tuple[str, ...] = ()
@@ -481,7 +481,9 @@ class ExactAccountingEnv(_HarnessEnv):
         number (an env that reports something at every step)."""
         if self._log is not None:
             return self._logged({"exact_accounting": {"step": self._step}})
-        return self._dict_info({"exact_accounting": {"step": self._step}}) if self._dict_infos else self._no_infos
+        if self._dict_infos:
+            return self._dict_info({"exact_accounting": {"step": self._step}})
+        return None if self._none_infos else []  # (a new list each step, as before)
 
     def _dict_info(self, info: dict[str, Any]) -> dict[str, Any]:
         """A dict info as returned: after an odd number of ended episodes an `OrderedDict` (a
