@@ -42,7 +42,8 @@ from __future__ import annotations
 
 import copy
 import math
-from collections import OrderedDict, defaultdict
+import os
+from collections import OrderedDict, UserDict, defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, Final
 
@@ -356,8 +357,8 @@ class ExactAccountingEnv(_HarnessEnv):
     it (it is in no return). With `reports_returns` the env defines `get_episode_rewards()`,
     each agent's running total of every reward written for it, after-done ones included (so
     read at the agent's done step it is its return, read later it is not). `infos`
-    (constructor, `INFO_FORMATS`): a list, or one dict at every step (an `OrderedDict` after an
-    odd number of ended episodes; `exact_accounting/step` on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
+    (constructor, `INFO_FORMATS`): a list, or one dict at every step (an `OrderedDict` or a
+    `UserDict` after some ended episodes, `_dict_info`; `exact_accounting/step` on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
     (zero), the keys of the ended episode's info; or "log", one list `[log]` returned at every
     step, one dict for the env's life in which the env replaces the keys it wrote the step before by this step's
     (the step number, or the episode's info) and leaves any other key as it finds it, as an
@@ -485,10 +486,12 @@ class ExactAccountingEnv(_HarnessEnv):
             return self._dict_info({"exact_accounting": {"step": self._step}})
         return None if self._none_infos else []  # (a new list each step, as before)
 
-    def _dict_info(self, info: dict[str, Any]) -> dict[str, Any]:
-        """A dict info as returned: after an odd number of ended episodes an `OrderedDict` (a
-        dict subclass, as some envs return), else a plain dict; a wrapper takes both as dicts."""
-        return OrderedDict(info) if self.episodes_completed % 2 else info
+    def _dict_info(self, info: dict[str, Any]) -> Mapping[str, Any]:
+        """A dict info as returned, in turn by ended episodes: a plain dict, an `OrderedDict` (a
+        dict subclass, as some envs return) and a `UserDict` (a mapping that is no dict); a
+        wrapper takes each as one env's info."""
+        kind = self.episodes_completed % 3
+        return info if kind == 0 else OrderedDict(info) if kind == 1 else UserDict(info)
 
     def _step_info(self) -> list[Any] | dict[str, Any]:
         """A step before the episode's last: with the "first" desync signal, the flag at the
@@ -632,10 +635,10 @@ class ExactAccountingEnv(_HarnessEnv):
 
 
 class SeedReportingEnv(ExactAccountingEnv):
-    """`ExactAccountingEnv` whose reset info says the seed that `reset()` was given and the one
-    it was built with (`{"seed_reporting": {"reset_seed": seed, "built_seed": seed}}`), so the
-    seeds envs in other processes were made and reset with can be checked where their infos
-    arrive."""
+    """`ExactAccountingEnv` whose reset info says the seed that `reset()` was given, the one it
+    was built with and the process it runs in (`{"seed_reporting": {"reset_seed": seed,
+    "built_seed": seed, "pid": pid}}`), so the seeds envs in other processes were made and reset
+    with can be checked where their infos arrive, and their processes found."""
 
     def __init__(self, *, seed: int | None = 0, **settings: Any) -> None:
         super().__init__(seed=seed, **settings)
@@ -643,7 +646,8 @@ class SeedReportingEnv(ExactAccountingEnv):
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
         obs, infos = super().reset(seed)
-        return obs, [*infos, {"seed_reporting": {"reset_seed": seed, "built_seed": self.built_seed}}]
+        return obs, [*infos, {"seed_reporting": {"reset_seed": seed, "built_seed": self.built_seed,
+                                                       "pid": os.getpid()}}]
 
 
 class GymExactAccountingEnv(gymnasium.Env):

@@ -368,6 +368,13 @@ class RayServiceLimits:
     1.5, out of the default score range."""
     out_of_range_steps: int = 6
     """Steps that check runs at most (its episodes end, refused, at `out_of_range_length`)."""
+    frozen_worker_timeout: float = 15.0
+    """`worker_timeout` of the frozen-worker check, whose vector starts only once every worker's
+    client has registered with the service (start-up is no longer in it): a step and a close
+    each take milliseconds then, so a worker that does not answer in 15 s is frozen."""
+    stopped_workers_within: float = 30.0
+    """Seconds the frozen-worker check gives the cluster to end every worker's process once
+    the vector closed itself (`ray.kill` is asynchronous; a second or two on two busy cores)."""
     client_evictions: int = 2
     """Evictions after which that check's restoring client draws tasks until one is a task the
     state before them lacks (at most `client_calls` completions, then draws, to get there)."""

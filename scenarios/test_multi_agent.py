@@ -27,7 +27,7 @@ import re
 import signal
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from typing import Any
 
@@ -100,7 +100,7 @@ def _reset_infos(infos: Any, envs: int, what: str) -> Any:
     documents: a trainer that takes the infos after the in-flight steps' as the new episodes'
     would credit old episodes to them. Only with dict infos, where every reset has an info."""
     def kind(info: Any) -> str:
-        if not isinstance(info, dict):
+        if not isinstance(info, Mapping):
             return ""
         if EPISODE_RECORD_KEY in info:
             return "E"

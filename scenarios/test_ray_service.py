@@ -22,6 +22,9 @@ every episode's own late verdict is in its info).
    driven by a seeded random schedule of what clients do (batches, refills, resends of a
    batch whose reply was lost, a completion right after its task was handed out, release,
    declared lost, a restore) against a model of the documented protocol, after every call.
+5. A frozen worker: a Ray worker whose process stops answering fails the trainer's step by
+   name within `worker_timeout`, and the vector that closes itself ends every worker's
+   process, although the frozen one never answers its close.
 
 Runs whenever Ray is importable (the `[ray]` extra); the module skips otherwise. The factory
 must be importable in the actor's process (Ray pickles it by reference); the driver's import
@@ -37,7 +40,9 @@ import logging
 import math
 import os
 import pickle
+import signal
 import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
@@ -57,7 +62,7 @@ from curriculum import (  # noqa: E402
     WeightedTaskSetGenerator,
 )
 from curriculum.errors import (CurriculumError, CurriculumServiceError, InvalidScoreError,  # noqa: E402
-                               UnknownTaskError)
+                               UnknownTaskError, WorkerProcessError)
 
 try:
     import ray
@@ -282,6 +287,82 @@ def test_an_error_in_a_ray_workers_step_fails_the_trainers_step_by_name(serve, s
             f"every episode ends at step {LIMITS.out_of_range_length} with a score out of range, which its env's "
             f"wrapper refuses; the trainer's step {steps} raised it, seed {scenario_seed}")
     finally:
+        vecenv.close()
+        client.close()
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc: whether a signal can reach it
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+
+
+def _wait_for_clients(service: Any, count: int, context: str) -> None:
+    """Until `count` clients registered with the service (a worker's client registers as its
+    actor starts), so the timed part of a check does not include the workers' start-up."""
+    deadline = time.monotonic() + TIMEOUT
+    while len(ray.get(service.client_accounts.remote(), timeout=TIMEOUT)) < count:
+        assert time.monotonic() < deadline, f"{context}: fewer than {count} clients registered within {TIMEOUT} s"
+        time.sleep(0.05)
+
+
+def test_a_frozen_ray_worker_fails_the_step_by_name_and_every_worker_is_stopped(serve, scenario_seed) -> None:
+    """A Ray worker whose process stops (SIGSTOP: alive, never answering) fails the trainer's
+    next step with `WorkerProcessError` once `worker_timeout` runs out, by that name, not when
+    the worker dies; and the vector, which closes itself on that failure, ends every worker's
+    process, the healthy one's too, although the frozen worker never answers its close: no
+    actor of a failed run keeps running (and holding its resources) on the cluster."""
+    timeout = LIMITS.frozen_worker_timeout
+    context = f"Ray/ray, worker_timeout={timeout} s"
+    service = serve(accounting_config(scenario_seed))
+    client = _client(service)
+    vecenv = make_curriculum_vecenv(SeedReportingEnv, client, backend="Ray", tracking="ray",
+                                    num_envs=LIMITS.num_envs, num_workers=LIMITS.num_workers, seed=scenario_seed,
+                                    worker_options=WORKER_OPTIONS, worker_timeout=timeout)
+    pids: list[int] = []
+    try:
+        _wait_for_clients(service, 1 + LIMITS.num_workers, context)  # the driver's client and each worker's
+        _, infos = vecenv.reset(seed=scenario_seed)
+        pids = sorted({info["seed_reporting"]["pid"] for info in infos if "seed_reporting" in info})
+        assert len(pids) == LIMITS.num_workers and os.getpid() not in pids, (
+            f"{context}: the envs reported processes {pids}; {LIMITS.num_workers} Ray workers run them, each in "
+            f"its own process (the driver is {os.getpid()})")
+        frozen = pids[-1]
+        os.kill(frozen, signal.SIGSTOP)
+        watchdog = threading.Timer(4 * timeout, os.kill, (frozen, signal.SIGKILL))  # a step that never fails
+        watchdog.start()
+        started = time.monotonic()
+        try:
+            with pytest.raises(WorkerProcessError) as failure:
+                vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
+        finally:
+            watchdog.cancel()
+        waited = time.monotonic() - started
+        assert "within worker_timeout" in str(failure.value), (
+            f"{context}: with worker process {frozen} stopped, the trainer's step raised after {waited:.1f} s: "
+            f"{failure.value}; a worker that does not answer within worker_timeout fails the step by that name "
+            f"(the process was killed only after {4 * timeout:.0f} s), seed {scenario_seed}")
+        assert vecenv.closed, f"{context}: the vector did not close itself after {failure.value!r}"
+        deadline = time.monotonic() + LIMITS.stopped_workers_within
+        while (alive := [pid for pid in pids if _running(pid)]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not alive, (
+            f"{context}: the vector closed itself after the frozen worker's timeout, but worker processes {alive} "
+            f"of {pids} (frozen: {frozen}) still ran {LIMITS.stopped_workers_within:.0f} s later; closing stops "
+            f"every worker, whether or not it answers its close, seed {scenario_seed}")
+    finally:
+        for pid in pids:  # a failed check leaves no stopped process behind
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
         vecenv.close()
         client.close()
 
