@@ -203,6 +203,11 @@ def _is_counter(key: str) -> bool:
     return any(part in _COUNTER_PARTS for part in key.split("/"))
 
 
+def _raw_key(metric: str) -> str:
+    """The stat key an epoch metric reduces (`env_<key>`, or an overview metric's source)."""
+    return _OVERVIEW.get(metric, metric.removeprefix("env_"))
+
+
 def _close(a: float, b: float, *, tolerance: float) -> bool:
     return math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
 
@@ -492,6 +497,9 @@ class AccountingOracle:
                 self.mismatch(f"{key} {where}: oracle {reference[key]!r}, reported nothing")
             elif key not in reference:
                 self.mismatch(f"{key} {where}: reported {metrics[key]!r}, but no info of the epoch holds it")
+            elif not (_is_counter(_raw_key(key)) or key.startswith("metric/")) and type(metrics[key]) is not float:
+                self.mismatch(f"{key} {where}: reported {metrics[key]!r} ({type(metrics[key]).__name__}); a gauge is "
+                              f"a mean, a plain float, also of a single sample (oracle {reference[key]!r})")
             else:
                 self._compare(key, reference[key], metrics[key], where, exact=_is_counter(key) or key.startswith("metric/"))
         self._check_epoch_episodes(metrics, where)

@@ -207,6 +207,15 @@ def _entropy_past_one(p: Any) -> float:
 _ENTROPY = curriculum_module.normalized_entropy
 
 
+def _single_sample_unreduced(monkeypatch: pytest.MonkeyPatch) -> None:
+    reduce = stats_module._reduce
+
+    def shortcut(key: str, values: list[float]) -> int | float:
+        return values[0] if len(values) == 1 else reduce(key, values)  # bug: one sample is "its own mean"
+
+    monkeypatch.setattr(stats_module, "_reduce", shortcut)
+
+
 def _late_credited_to_new_task(monkeypatch: pytest.MonkeyPatch) -> None:
     update = Curriculum.update_task_performance
 
@@ -417,6 +426,7 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
                                   "entropy"),
     "entropy of uniform sampling past 1": (lambda mp: monkeypatch_both(mp, "normalized_entropy", _entropy_past_one),
                                            "time-limit", "outside [0, 1]"),
+    "a gauge of a single sample passed on as it came": (_single_sample_unreduced, "time-limit", "a gauge is a mean"),
     "late completion credited to the slot's new task": (_late_credited_to_new_task, "lp-serial", "late"),
     "episode credited to the next task": (_credit_next_task, "lp-single-env", "wrong task"),
     "multi-agent score summed over agents": (_summed_agent_score, "multi-agent", "score of"),
