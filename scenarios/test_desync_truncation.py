@@ -118,13 +118,15 @@ def test_desynced_workers_are_staggered_and_not_starved(curriculum_factory, curr
 ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 
 
-@pytest.mark.parametrize(("num_envs", "desync_signal", "num_agents"),
-                         [(1, "info", 1), (4, "nested", 1), (1, "loose", 1), (1, "split", 1), (1, "first", 3),
-                          (1, "mixed", 3), (1, "attribute", 1)],
-                         ids=["1", "4", "1-loose", "1-split", "1-first-3agents", "1-mixed-3agents", "1-attribute"])
+@pytest.mark.parametrize(("num_envs", "desync_signal", "num_agents", "infos"),
+                         [(1, "info", 1, "list"), (4, "nested", 1, "list"), (1, "loose", 1, "list"),
+                          (1, "split", 1, "list"), (1, "first", 3, "list"), (1, "mixed", 3, "list"),
+                          (1, "attribute", 1, "list"), (1, "info", 1, "dict")],
+                         ids=["1", "4", "1-loose", "1-split", "1-first-3agents", "1-mixed-3agents", "1-attribute",
+                              "1-dict"])
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
                                                                      scenario_seed, num_envs, desync_signal,
-                                                                     num_agents, oracle, golden) -> None:
+                                                                     num_agents, infos, oracle, golden) -> None:
     """Tasks end their episodes by terminals, by a plain time limit or by a desync cut (flagged
     in the info one level deep, or with 4 envs two levels deep; or "loose": the flag in every
     episode's last info, False at a time limit, True at a terminal end too, where it means
@@ -132,7 +134,8 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
     step's list; or "first": three agents ending at different steps, the flag in the info of
     the step that cuts the first of them, the others playing on; or "mixed": three agents ending
     together, a cut truncating the first and terminating the others; or "attribute": no flag in
-    any info, the env's `desync_truncation` attribute set from the cut to the next reset)."""
+    any info, the env's `desync_truncation` attribute set from the cut to the next reset; or
+    "dict": one info per step, not in a list, a dict, an `OrderedDict` or a `UserDict` in turn)."""
     # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
     def lengths(length: int) -> int | list[int]:  # agents ending at different steps
         if num_agents == 1 or desync_signal == "mixed":
@@ -151,7 +154,7 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
 
     def make_env(buf=None, seed=0):
         seed = seed + 1000 * scenario_seed
-        env = ExactAccountingEnv(buf=buf, seed=seed, desync_signal=desync_signal, num_agents=num_agents)
+        env = ExactAccountingEnv(buf=buf, seed=seed, desync_signal=desync_signal, num_agents=num_agents, infos=infos)
         return curriculum_env_class(env, curriculum, seed=seed, buf=buf)
 
     vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=num_envs)
