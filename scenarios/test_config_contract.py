@@ -75,7 +75,7 @@ from curriculum import (
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE
 from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
-from curriculum.vector import MAX_NUM_ENVS, default_num_workers
+from curriculum.vector import MAX_NUM_ENVS, CentralizedCurriculumVecEnv, StageBroadcast, default_num_workers
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.oracle import AccountingOracle
 
@@ -278,6 +278,26 @@ def _serial_vector(*, env: Callable[..., Any] | None = None, **options: Any) -> 
     return vecenv
 
 
+class _ChecksPassed(Exception):
+    """Raised by the first env a vector builds: every check of its arguments came before."""
+
+
+def _refuse_to_build(buf: Any = None, seed: int = 0) -> Any:
+    raise _ChecksPassed
+
+
+def _vector_checks(**options: Any) -> None:
+    """A vector's argument checks alone, up to building its first env (a bound such as
+    `MAX_NUM_ENVS` is accepted without building that many envs)."""
+    curriculum = Curriculum(_curriculum(algorithm=UniformConfig()))
+    try:
+        make_curriculum_vecenv(_refuse_to_build, curriculum, backend="Serial", **options).close()
+    except _ChecksPassed:
+        pass
+    finally:
+        curriculum.close()
+
+
 NOT_TIMEOUTS = (0, 0.0, -1.0, NAN, INF, True, "5")
 
 # the same columns as DOMAINS, for keyword options (nothing is read back)
@@ -306,6 +326,8 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("local_tracking a bool, GymCurriculumEnv", lambda v: _gym_env(local_tracking=v), None, (True,), (1, None)),
     ("num_envs in [1, MAX_NUM_ENVS], vector", lambda v: _serial_vector(num_envs=v), None, (1, 3, np.int64(2)),
      (0, MAX_NUM_ENVS + 1, *NOT_INTS)),
+    ("num_envs in [1, MAX_NUM_ENVS], vector checks", lambda v: _vector_checks(num_envs=v), None,
+     (1, MAX_NUM_ENVS, np.int64(MAX_NUM_ENVS)), (0, MAX_NUM_ENVS + 1)),
     ("seed >= 0, vector", lambda v: _serial_vector(seed=v), None, (0, 2**40, np.uint32(3)), (-1, *NOT_INTS)),
     ("stats_interval >= 1, vector", lambda v: _serial_vector(stats_interval=v), None, (1, 1000, np.int32(5)),
      (0, -1, *NOT_INTS)),
@@ -1649,3 +1671,32 @@ def test_nothing_keeps_a_curriculum_alive_once_its_caller_lets_go(wrapper) -> No
     assert alive() is None, (
         f"a curriculum given to a seeded {wrapper}, closed and dropped with it, is still referenced by "
         f"{[type(r).__name__ for r in gc.get_referrers(alive())][:5]}")
+
+
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_a_staged_curriculum_wrapped_by_hand_needs_its_stage_broadcast(backend: str) -> None:
+    """A vector built by hand under centralized tracking (`curriculum.vector`'s docstring) of a
+    staged curriculum without a `StageBroadcast` is refused by name on every backend: each env
+    holds its own copy of the curriculum, in this process or not, and only the broadcast tells
+    it a stage changed. With the broadcast the same vector is accepted."""
+    curriculum = Curriculum(CurriculumConfig(algorithm=_staged(), num_active_tasks=2))
+    broadcast = StageBroadcast()
+
+    def make_env(buf: Any = None, seed: int = 0) -> CurriculumEnv:
+        return CurriculumEnv(ExactAccountingEnv(buf=buf, seed=seed), curriculum, seed=seed, buf=buf,
+                             local_tracking=False, stage_source=broadcast)
+
+    backends = {"Serial": pufferlib.vector.Serial, "Multiprocessing": pufferlib.vector.Multiprocessing}
+    try:
+        for given in (None, broadcast):
+            vecenv = pufferlib.vector.make(make_env, backend=backends[backend], num_envs=2, num_workers=2)
+            try:
+                if given is None:
+                    with pytest.raises(CurriculumConfigError, match="stage_broadcast"):
+                        CentralizedCurriculumVecEnv(vecenv, curriculum)
+                else:
+                    CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=given).close()
+            finally:
+                vecenv.close()
+    finally:
+        curriculum.close()
