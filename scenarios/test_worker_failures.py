@@ -55,6 +55,9 @@ workers share it."""
 _EXIT_IN_STEP = mp.RawValue("i", 0)
 """The pid of the worker whose env ends its process cleanly (exit code 0) in its next step."""
 
+_EXIT_IN_RESET = mp.RawValue("i", 0)
+"""The pid of the worker whose env ends its process cleanly in its next reset."""
+
 
 class _StopsWhenPickled:
     """An info value whose pickling (in the worker, sending its infos) stops that worker."""
@@ -75,6 +78,11 @@ class _StopsWhileSendingInfos(ExactAccountingEnv):
             _STOP_WHILE_SENDING.value = 0
             infos = [*infos, {"stops_when_pickled": _StopsWhenPickled()}]
         return observations, rewards, terminals, truncations, infos
+
+    def reset(self, seed=None):
+        if _EXIT_IN_RESET.value == os.getpid():
+            os._exit(0)
+        return super().reset(seed)
 
     def close(self) -> None:
         self.closed = True
@@ -168,13 +176,15 @@ FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), 
 
 
 #: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker,
-#: and in blocks of three; the only worker gone before a reset or a step
+#: and in blocks of three; the only worker gone before a reset or a step; a worker whose env ends
+#: its process in the reset the trainer asks for (no step in flight: the error must say "reset")
 #: (fault, then, layout, tracking): every case under shared tracking; under centralized tracking
 #: (worker copies, completions sent to the trainer's curriculum) a frozen worker and a killed one
 CASES = [(*fault, layout, "shared") for layout in ("sync", "async", "async-any") for fault in FAULTS] + \
     [("killed", "step", "async-one", "shared"), ("killed", "step", "async-thirds", "shared"),
      ("killed_gone", "reset", "one-worker", "shared"), ("killed_gone", "step", "one-worker", "shared"),
-     ("stopped", "step", "sync", "centralized"), ("killed", "step", "sync", "centralized")]
+     ("stopped", "step", "sync", "centralized"), ("killed", "step", "sync", "centralized"),
+     ("exited", "reset", "sync", "shared")]
 
 
 @pytest.mark.parametrize(("fault", "then", "layout", "tracking"), CASES,
@@ -204,7 +214,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
         if fault == "stopped_sending":
             _STOP_WHILE_SENDING.value = processes[victim].pid
         elif fault == "exited":
-            _EXIT_IN_STEP.value = processes[victim].pid
+            (_EXIT_IN_RESET if then == "reset" else _EXIT_IN_STEP).value = processes[victim].pid
         else:
             os.kill(processes[victim].pid, signal.SIGSTOP if fault == "stopped" else signal.SIGKILL)
             if fault == "killed_gone":
@@ -221,6 +231,8 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"worker {victim} {fault}, then {then}(): expected WorkerProcessError naming worker {victim} within "
             f"{steps_after} steps, got {error!r}, seed {scenario_seed}")
         how = [str(processes[victim].pid), *_HOW_IT_ENDED.get(fault, ())]  # (the module's docs: pid, code or signal)
+        if fault == "exited":  # it ended in the call it was asked, not after an earlier one
+            how.append(f"during its {then}")
         assert all(part in str(error) for part in how), (
             f"worker {victim} {fault}, then {then}(): the error does not say how the worker ended, expected "
             f"{how} in {str(error)!r}, seed {scenario_seed}")
@@ -257,7 +269,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"worker {victim} {fault}: the main process saw {seen[0]} completions reported, the curriculum holds "
             f"{recorded}, seed {scenario_seed}")
     finally:
-        _STOP_WHILE_SENDING.value = _EXIT_IN_STEP.value = 0
+        _STOP_WHILE_SENDING.value = _EXIT_IN_STEP.value = _EXIT_IN_RESET.value = 0
         for process in processes:
             if process.exitcode is None:
                 os.kill(process.pid, signal.SIGKILL)
