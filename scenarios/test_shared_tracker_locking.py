@@ -448,24 +448,33 @@ def _hold_lock(curriculum, ready, seconds: float, descendant=None) -> None:
 def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory, require_capability,
                                                               scenario_seed) -> None:
     """A lock holder stuck in its section times the others out by name (`LockTimeoutError`, a
-    `TimeoutError`, within the timeout); killed there, the next update rolls its section back
-    at once (one repair), although a process it forked lives on (a child must not keep the
-    dead holder's lock)."""
+    `TimeoutError`, within the timeout), and a checkpoint load that times out so leaves the
+    curriculum as it was (the pool's arrays and this process's own draws alike); killed
+    there, the next update rolls its section back at once (one repair), although a process it
+    forked lives on (a child must not keep the dead holder's lock)."""
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed,
                                     lock_timeout=LIMITS.lock_timeout)
     holder = None
     descendant = CTX.Value("i", 0)
     try:
+        checkpoint = curriculum.get_state()  # before any draw: another draw position, other counts
         task = curriculum.get_task()
         curriculum.update_task_performance(task.task_id, 0.5)
         recorded_before = curriculum.tracker.total_completions
         backend = curriculum.tracker.backend
         repairs_before = getattr(backend, "repairs", None)
+        state_before = json.dumps(curriculum.get_state(), sort_keys=True)
 
         ready = CTX.Event()
         holder = CTX.Process(target=_hold_lock, args=(curriculum, ready, 60.0, descendant), daemon=True)
         holder.start()
         assert ready.wait(30), "the lock-holding process never took the lock"
+        with pytest.raises(LockTimeoutError):
+            curriculum.load_state(checkpoint)
+        changed = _state_changes(json.loads(state_before), curriculum.get_state())
+        assert not changed, (
+            f"a checkpoint load that timed out on process {holder.pid}'s lock changed {changed}: a refused load "
+            f"changes nothing, seed {scenario_seed}")
         task = curriculum.get_task()
         started = time.monotonic()
         error = _update_error(curriculum, task.task_id)
@@ -520,6 +529,15 @@ def test_stuck_or_killed_lock_holder_does_not_hang_the_others(curriculum_factory
             with contextlib.suppress(ProcessLookupError):
                 os.kill(descendant.value, signal.SIGKILL)
         curriculum.close()
+
+
+def _state_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The keys of a checkpoint (and of its arrays) whose values differ between two states."""
+    after = json.loads(json.dumps(after, sort_keys=True))
+    changed = [key for key in sorted(set(before) | set(after)) if key != "arrays" and before.get(key) != after.get(key)]
+    arrays = (before.get("arrays", {}), after.get("arrays", {}))
+    return changed + [f"arrays/{name}" for name in sorted(set(arrays[0]) | set(arrays[1]))
+                      if arrays[0].get(name) != arrays[1].get(name)]
 
 
 def _abort_sections(curriculum, ready, stop) -> None:
