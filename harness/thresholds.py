@@ -821,6 +821,9 @@ class WorkerFailureLimits:
     stop_slack: float = 0.8
     """Seconds `close()` may take beyond one `stop_grace` when no worker obeys SIGTERM: one
     grace period for all `num_envs` workers (one env each), not one per worker (1.5 s more)."""
+    start_up_exit_code: int = 3
+    """The exit code with which the env constructor of the start-up check ends each worker (not
+    0 or 1, so the error's code is this env's)."""
     slow_step: float = 0.2
     """Seconds each step takes in the slow half of the workers, in the check that batches the
     fast half never wait on them."""

@@ -336,6 +336,14 @@ def _env_close_fails(buf=None, seed=0):
 _TEST_PROCESS = os.getpid()
 
 
+def _env_dies_building(buf=None, seed=0):
+    """An env whose constructor ends a worker process (a missing map, a library's `os._exit`);
+    built in the trainer's process (pufferlib's driver env) it is an ordinary env."""
+    if os.getpid() != _TEST_PROCESS:
+        os._exit(LIMITS.start_up_exit_code)
+    return _env(buf=buf, seed=seed)
+
+
 def _env_ignoring_sigterm(buf=None, seed=0):
     """An env that ignores SIGTERM in a worker process (a simulator with handlers of its own)."""
     if os.getpid() != _TEST_PROCESS:
@@ -662,3 +670,28 @@ def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capabil
         for pid in (pid for pids in workers.values() for pid in pids):
             if _running(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_worker_that_dies_building_its_envs_is_named_during_its_start_up(scenario_seed) -> None:
+    """A worker whose env constructor ends its process fails the vector's first wait with
+    `WorkerProcessError` naming the worker, its exit code and the phase it died in: during its
+    start-up (which is what its traceback on stderr is about), not after it, as a worker that
+    started and then died idle would be."""
+    curriculum = Curriculum(_config(scenario_seed))
+    vecenv = None
+    try:
+        vecenv = make_curriculum_vecenv(_env_dies_building, curriculum, backend="Multiprocessing",
+                                        tracking="centralized", num_envs=LIMITS.num_workers,
+                                        num_workers=LIMITS.num_workers, overwork=True, seed=scenario_seed)
+        for process in vecenv.vecenv.processes:  # dead before the trainer's first call
+            process.join(timeout=LIMITS.deadline)
+        with pytest.raises(WorkerProcessError) as failure:
+            vecenv.reset(seed=scenario_seed)
+        expected = [f"code {LIMITS.start_up_exit_code}", "during its start-up"]
+        assert all(part in str(failure.value) for part in expected), (
+            f"every worker's env constructor ended its process: expected {expected} in {str(failure.value)!r}, "
+            f"seed {scenario_seed}")
+    finally:
+        if vecenv is not None:
+            vecenv.close()
+        curriculum.close()
