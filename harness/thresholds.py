@@ -165,6 +165,11 @@ class SharedTrackerLimits:
     journal_pool: int = 16
     """Pool of the stuck-writer check, whose open update writes every row: more rows than the
     shared tracker journals one by one (8), so it journals them all at once mid-update."""
+    rollback_pool: int = 16
+    rollback_updates: int = 40
+    """Pool of the check of a checkpoint restored under an attached handle, and the handle's
+    updates per task before it (learning progress evicting: 2-11 of 16 slots change in 20 per
+    task, seeds 0-5; a restore then puts older ids back into those)."""
     journal_history: int = 60
     """Updates committed before the stuck writer's, per task of its pool."""
     journal_history_extra: int = 7

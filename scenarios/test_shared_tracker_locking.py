@@ -1664,6 +1664,53 @@ def test_every_reader_of_a_slot_agrees_with_the_tracker_arrays(uses_builtin_curr
         curriculum.close()
 
 
+def test_a_checkpoint_restored_by_one_process_rolls_every_handle_back(uses_builtin_curriculum, curriculum_factory,
+                                                                      require_capability, scenario_seed) -> None:
+    """One process restores an older checkpoint into a shared pool that another handle (a
+    worker's copy) has since evicted and refilled: slot ids go back to older ones. The tasks
+    the worker still holds from the newer pool read no statistics of their own (their slots
+    hold other tasks now), and the worker's own sample counts of a slot whose task the restore
+    changed start again with the restored task: each task it draws afterwards is the one its
+    counts name, counted from the restore."""
+    require_capability(uses_builtin_curriculum, "reads the built-in curriculum's per-process sample counts")
+    pool = LIMITS.rollback_pool
+    curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=pool, evicting=True)
+    worker = pickle.loads(pickle.dumps(curriculum))  # attached, as a spawned worker gets it
+    rng = random.Random(scenario_seed)
+    try:
+        for _ in range(pool * 2):
+            curriculum.update_task_performance(curriculum.get_task().task_id, rng.choice((0.0, 0.25, 1.0)))
+        checkpoint = curriculum.get_state()
+        for _ in range(pool * LIMITS.rollback_updates):  # the worker evicts: ids grow past the checkpoint's
+            worker.update_task_performance(worker.get_task().task_id, rng.choice((0.0, 0.25, 1.0)))
+        held = worker.active_tasks()
+        before = worker.get_state()
+        curriculum.load_state(checkpoint)
+        slot_of = {int(task_id): slot for slot, task_id in enumerate(checkpoint["arrays"]["task_ids"])}
+        gone = [task for task in held if task.task_id not in slot_of]
+        assert gone, f"the worker held no task the restore took out of the pool: it measured nothing, seed {scenario_seed}"
+        read = [(task.task_id, task.num_completions, task.mean_score, task.last_score) for task in gone]
+        wrong = [numbers for numbers in read if numbers[1:] != (0, 0.0, 0.0)]
+        assert not wrong, (
+            f"after another process restored a checkpoint, tasks the worker holds from the newer pool read (id, "
+            f"completions, mean, last) {wrong[:4]}: their slots hold other tasks, whose numbers they are not, seed "
+            f"{scenario_seed}")
+        drawn = Counter(worker.get_task().task_id for _ in range(pool * 3))
+        after = worker.get_state()
+        wrong = []
+        for task_id, draws in sorted(drawn.items()):
+            slot = slot_of[task_id]
+            counted = draws + (before["samples"][slot] if before["sampled_task_ids"][slot] == task_id else 0)
+            if (after["sampled_task_ids"][slot], after["samples"][slot]) != (task_id, counted):
+                wrong.append((slot, task_id, counted, after["sampled_task_ids"][slot], after["samples"][slot]))
+        assert not wrong, (
+            f"after another process restored a checkpoint, the worker's sample counts (slot, task drawn, draws it "
+            f"counts, sampled id, count) name other tasks or numbers: {wrong[:4]}, seed {scenario_seed}")
+    finally:
+        worker.close()
+        curriculum.close()
+
+
 class _Failed(Exception):
     """The error a training loop inside `with curriculum:` died of."""
 
