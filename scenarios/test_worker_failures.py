@@ -24,6 +24,7 @@ paused before asking.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import multiprocessing as mp
@@ -695,3 +696,37 @@ def test_a_worker_that_dies_building_its_envs_is_named_during_its_start_up(scena
         if vecenv is not None:
             vecenv.close()
         curriculum.close()
+
+
+def test_a_dead_worker_is_named_even_when_the_env_fails_to_close(curriculum_factory, require_capability,
+                                                                 scenario_seed) -> None:
+    """A worker dies, and as the vector closes itself the env's own `close()` raises too: the
+    trainer's step still raises `WorkerProcessError` naming the dead worker (what went wrong
+    first), not the close's error, and every worker is stopped all the same."""
+    require_capability("shared_memory" in inspect.signature(curriculum_factory).parameters,
+                       "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
+    curriculum = curriculum_factory(_config(scenario_seed), shared_memory=True)
+    vecenv = make_curriculum_vecenv(_env_close_fails, curriculum, backend="Multiprocessing", tracking="shared",
+                                    num_envs=LIMITS.num_workers, num_workers=LIMITS.num_workers, overwork=True,
+                                    seed=scenario_seed)
+    processes = list(vecenv.vecenv.processes)
+    victim = len(processes) - 1
+    try:
+        vecenv.reset(seed=scenario_seed)
+        assert "error" not in _steps_until_error(vecenv, LIMITS.steps_before, [0])
+        os.kill(processes[victim].pid, signal.SIGKILL)
+        error = _steps_until_error(vecenv, LIMITS.steps_after, [0]).get("error")
+        assert isinstance(error, WorkerProcessError) and f"worker {victim}" in str(error), (
+            f"worker {victim} killed, and the env's close() fails as the vector closes itself: the step raised "
+            f"{error!r}; expected WorkerProcessError naming worker {victim}, seed {scenario_seed}")
+        for process in processes:
+            process.join(timeout=LIMITS.deadline)
+        alive = [p.pid for p in processes if p.exitcode is None]
+        assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
+    finally:
+        for process in processes:
+            if process.exitcode is None:
+                os.kill(process.pid, signal.SIGKILL)
+        with contextlib.suppress(RuntimeError):  # (the env's close fails again)
+            vecenv.close()
+        getattr(curriculum, "close", lambda: None)()
