@@ -62,7 +62,9 @@ worker that already answered, and loses no episode: the infos of steps still run
 called, or received but not yet returned in a batch, are read first (a centralized curriculum
 records their completions) and come at the head of the reset's infos. pufferlib-core 3.0.7's
 own `async_reset()` blocks for ever after a batch whose workers sent infos (it reads their
-pipes again) and drops the others' infos.
+pipes again) and drops the others' infos. On Serial, a `reset()` that an env's own reset made
+raise hands that error on, and the `reset()` that follows hands over no infos a step already
+did (pufferlib's reset stops at the env that raised, its infos still the last step's).
 
 Built by hand instead of with the factory: create the `StageBroadcast` first, pass it as
 `stage_source=` to every worker's `CurriculumEnv(local_tracking=False)`, and wrap the vecenv
@@ -300,7 +302,11 @@ class SharedCurriculumVecEnv:
         self._check_usable()
         if not self._processes:
             self._settle_in_process_before_reset()
-            self.vecenv.async_reset(seed)
+            try:
+                self.vecenv.async_reset(seed)
+            except BaseException:  # an env's reset raised: pufferlib's infos are still the last step's,
+                self.vecenv.infos = []  # handed over already (a reset that follows must not read them again)
+                raise
             return
         self._settle_before_reset()
         self._running = ["reset"] * len(self._processes)

@@ -40,7 +40,8 @@ import signal
 import subprocess
 import sys
 import weakref
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,7 @@ from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
 from curriculum.vector import MAX_NUM_ENVS, CentralizedCurriculumVecEnv, StageBroadcast, default_num_workers
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
+from harness.episodes import EPISODE_RECORD_KEY
 from harness.oracle import AccountingOracle
 
 NAN, INF = math.nan, math.inf
@@ -1327,6 +1329,70 @@ def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backen
     refused("reset() after close()", lambda: vecenv.reset(seed=0), WorkerProcessError)
     refused("async_reset() after close()", lambda: vecenv.async_reset(seed=0), WorkerProcessError)
     assert wrong == [], f"{backend}: calls after close(): {wrong}"
+
+
+class _ResetFailsOnce(ExactAccountingEnv):
+    """An env whose next `reset()` raises once `fail_next_reset` is set (a level that failed to
+    load), and works again after."""
+
+    fail_next_reset = False
+
+    def reset(self, seed: int | None = None) -> Any:
+        if self.fail_next_reset:
+            self.fail_next_reset = False
+            raise _LevelNotLoaded("the level failed to load")
+        return super().reset(seed)
+
+
+class _LevelNotLoaded(RuntimeError):
+    """What `_ResetFailsOnce` raised."""
+
+
+def test_a_serial_vector_whose_reset_failed_hands_no_infos_twice() -> None:
+    """A Serial vector's `reset()` fails in its last env (the error reaches the trainer); the
+    `reset()` the trainer calls again goes through, and its infos hold no episode end a step
+    already handed over: every episode the envs ended reaches the trainer exactly once."""
+    episodes = SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.5}, label="two steps")
+    curriculum = Curriculum(_curriculum(task_generator=episodes, algorithm=UniformConfig()))
+    envs: list[_ResetFailsOnce] = []
+
+    def make_env(buf: Any = None, seed: int = 0) -> _ResetFailsOnce:
+        envs.append(_ResetFailsOnce(buf=buf, seed=seed))
+        return envs[-1]
+
+    vecenv = make_curriculum_vecenv(make_env, curriculum, backend="Serial", num_envs=2)
+    seen: Counter[str] = Counter()
+
+    def handed(infos: Any) -> None:
+        for info in infos if isinstance(infos, list) else [infos]:
+            if isinstance(info, Mapping) and EPISODE_RECORD_KEY in info:
+                record = info[EPISODE_RECORD_KEY]
+                seen[f"{record.env} episode {record.index}"] += 1
+
+    try:
+        handed(vecenv.reset(seed=0)[1])
+        actions = np.zeros(vecenv.action_space.shape, dtype=vecenv.action_space.dtype)
+        for _ in range(3):
+            handed(vecenv.step(actions)[4])
+        for _ in range(3):  # on until a step ends episodes: their infos are the last the trainer was handed
+            _, _, terminals, truncations, infos = vecenv.step(actions)
+            handed(infos)
+            if np.logical_or(terminals, truncations).any():
+                break
+        assert np.logical_or(terminals, truncations).any(), "no step ended an episode: the check measured nothing"
+        envs[-1].fail_next_reset = True
+        with pytest.raises(_LevelNotLoaded):
+            vecenv.reset(seed=1)
+        handed(vecenv.reset(seed=1)[1])
+        ended = sum(env.episodes_completed for env in envs)
+        twice = sorted(episode for episode, count in seen.items() if count > 1)
+        assert not twice and sum(seen.values()) == ended, (
+            f"Serial vector, a reset that failed in its last env and then went through: episodes handed to the "
+            f"trainer more than once: {twice}; {sum(seen.values())} episode ends handed over for the {ended} the envs "
+            "ended")
+    finally:
+        vecenv.close()
+        curriculum.close()
 
 
 class _StoreUnavailable(RuntimeError):
