@@ -367,7 +367,8 @@ class ExactAccountingEnv(_HarnessEnv):
     `at_end` writes each agent's return at its done step only and nothing else (no after-done
     reward either: the buffer keeps what it held, which a wrapper must not count again).
     `fail_every_reset` (constructor): every n-th
-    `reset()` raises before starting anything (an env whose start fails now and then).
+    `reset()` raises before starting anything (an env whose start fails now and then);
+    `fail_every_config`: every n-th `set_env_config` raises, keeping the pending config it had.
     `episode_counter` (constructor): a `multiprocessing.Value` every ended episode adds one to,
     so the episodes envs in forked worker processes ended can be counted in the main process.
 
@@ -396,6 +397,7 @@ class ExactAccountingEnv(_HarnessEnv):
         episode_counter: Any = None,
         buf: dict[str, np.ndarray] | None = None,
         seed: int | None = 0,
+        fail_every_config: int = 0,
     ) -> None:
         num_agents = _positive_int("num_agents", num_agents)
         self._episode_counter = episode_counter
@@ -403,6 +405,9 @@ class ExactAccountingEnv(_HarnessEnv):
             raise ValueError(f"Expected `rewards` to be one of {REWARD_WRITES!r}, received {rewards!r}")
         self._at_end = rewards == "at_end"
         self._fail_every = _non_negative_int("fail_every_reset", fail_every_reset)
+        self._fail_every_config = _non_negative_int("fail_every_config", fail_every_config)
+        self.configs_set = 0
+        """`set_env_config` calls, failed ones included."""
         self.resets_called = 0
         """`reset()` calls, failed ones included."""
         self.reset_seeds: list[int | None] = []
@@ -530,6 +535,15 @@ class ExactAccountingEnv(_HarnessEnv):
         return self._settings(env_cfg.get("reward_per_step", defaults["reward_per_step"]),
                               env_cfg.get("episode_length", defaults["episode_length"]),
                               env_cfg.get("end", defaults["end"]), source="env config key {!r}")
+
+    def set_env_config(self, env_cfg: Mapping[str, Any]) -> None:
+        """As the base class (every `fail_every_config`-th call raises `RuntimeError` instead,
+        changing nothing)."""
+        self.configs_set += 1
+        if self._fail_every_config and self.configs_set % self._fail_every_config == 0:
+            raise RuntimeError(f"ExactAccountingEnv: set_env_config {self.configs_set} failed (fail_every_config="
+                               f"{self._fail_every_config}): the config was not taken")
+        super().set_env_config(env_cfg)
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, list[dict[str, Any]]]:
         """Start an episode with the pending config, if any (every `fail_every_reset`-th call

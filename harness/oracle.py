@@ -51,6 +51,8 @@ from dataclasses import dataclass, field
 from numbers import Integral
 from typing import Any, Final
 
+import numpy as np
+
 from harness.episodes import ENDED_DESYNC, ENV_INFO_KEYS, EPISODE_RECORD_KEY, EpisodeRecord, task_identity
 
 __all__ = [
@@ -500,6 +502,10 @@ class AccountingOracle:
             elif not (_is_counter(_raw_key(key)) or key.startswith("metric/")) and type(metrics[key]) is not float:
                 self.mismatch(f"{key} {where}: reported {metrics[key]!r} ({type(metrics[key]).__name__}); a gauge is "
                               f"a mean, a plain float, also of a single sample (oracle {reference[key]!r})")
+            elif _is_counter(_raw_key(key)) and type(metrics[key]) is not type(reference[key]):
+                self.mismatch(f"{key} {where}: reported {metrics[key]!r} ({type(metrics[key]).__name__}); a counter is "
+                              f"an int when every report of it is a whole number, else a float (oracle "
+                              f"{reference[key]!r})")
             else:
                 self._compare(key, reference[key], metrics[key], where, exact=_is_counter(key) or key.startswith("metric/"))
         self._check_epoch_episodes(metrics, where)
@@ -519,16 +525,22 @@ class AccountingOracle:
 
     def _reference_metrics(self, infos: list[dict[str, Any]]) -> dict[str, Any]:
         values: dict[str, list[float]] = defaultdict(list)
+        fractional: set[str] = set()  # keys with a report that is no whole number (a float, a list, an array)
         for flat in infos:
             for key, raw in flat.items():
                 number = _number(raw)
                 if number is not None:
                     values[key].append(number)
+                    if not isinstance(raw, (Integral, np.bool_)):  # (a bool and a numpy int are Integral; a 0-d array is not)
+                        fractional.add(key)
         reduced: dict[str, float] = {}
         for key, seen in values.items():
             if key.rsplit("/", 1)[-1] in _IDENTIFIER_PARTS:
                 continue
-            reduced[key] = sum(seen) if _is_counter(key) else math.fsum(seen) / len(seen)
+            if _is_counter(key):  # an int when every report is a whole number (documented), else a float
+                reduced[key] = sum(seen) if key in fractional else int(sum(seen))
+            else:
+                reduced[key] = math.fsum(seen) / len(seen)
         out: dict[str, Any] = {f"env_{key}": value for key, value in reduced.items()}
         for name, key in _OVERVIEW.items():
             if key in reduced:

@@ -526,6 +526,9 @@ class EnvWrapperLimits:
     """Of those, every this-many-th is abandoned by a `reset()` after its first step."""
     fail_every_reset: int = 7
     """The pufferlib-wrapper check's env fails every this-many-th reset (its start is retried)."""
+    fail_every_config: int = 9
+    """And every this-many-th `set_env_config` (the next task's config refused by the env, an
+    auto-reset's included): the retried start runs the task drawn for it."""
     fail_every_draw: int = 5
     """One `get_task()` call in this many fails there, at random (before drawing anything, as a
     lock timeout does): the draw is retried by `reset()`."""

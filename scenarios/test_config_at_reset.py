@@ -131,7 +131,8 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
                                                                  scenario_seed, golden, oracle) -> None:
     """Every episode runs the task handed out for it, also when the env's start fails now and
     then (every `LIMITS.fail_every_reset`-th reset raises, the auto-reset or an explicit
-    `reset()`; the retry starts the task drawn for the failed start, no other is drawn; the
+    `reset()`, and every `LIMITS.fail_every_config`-th `set_env_config`; the retry starts the
+    task drawn for the failed start, no other is drawn; the
     ended episode's infos come with the retry), when the curriculum's draw fails now and then
     (one `get_task()` in `LIMITS.fail_every_draw`; the ended episode stays recorded, and its
     infos come with the `reset()` that draws again), when recording an episode fails now and
@@ -147,7 +148,7 @@ def test_every_episode_runs_its_own_task_from_first_to_last_step(curriculum_fact
     curriculum = _HandedOut(watcher.watch(curriculum_factory(CurriculumConfig(
         task_generator=generator, algorithm=UniformConfig(), num_active_tasks=12, seed=scenario_seed))),
         fail_every=LIMITS.fail_every_draw, seed=scenario_seed, fail_records_every=LIMITS.fail_every_record)
-    inner = ExactAccountingEnv(fail_every_reset=LIMITS.fail_every_reset)
+    inner = ExactAccountingEnv(fail_every_reset=LIMITS.fail_every_reset, fail_every_config=LIMITS.fail_every_config)
     env = curriculum_env_class(inner, curriculum, seed=scenario_seed, score_fn=_score)
     seeded = []  # the seed of every reset() call the loop made, failed ones included
 

@@ -216,6 +216,15 @@ def _single_sample_unreduced(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(stats_module, "_reduce", shortcut)
 
 
+def _counters_as_floats(monkeypatch: pytest.MonkeyPatch) -> None:
+    reduce = stats_module._reduce
+
+    def as_float(key: str, values: list[float]) -> int | float:
+        return float(reduce(key, values))  # bug: a counter of int reports summed as a float
+
+    monkeypatch.setattr(stats_module, "_reduce", as_float)
+
+
 def _late_credited_to_new_task(monkeypatch: pytest.MonkeyPatch) -> None:
     update = Curriculum.update_task_performance
 
@@ -427,6 +436,7 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "entropy of uniform sampling past 1": (lambda mp: monkeypatch_both(mp, "normalized_entropy", _entropy_past_one),
                                            "time-limit", "outside [0, 1]"),
     "a gauge of a single sample passed on as it came": (_single_sample_unreduced, "time-limit", "a gauge is a mean"),
+    "a counter of int reports summed as a float": (_counters_as_floats, "lp-direct", "a counter is an int"),
     "late completion credited to the slot's new task": (_late_credited_to_new_task, "lp-serial", "late"),
     "episode credited to the next task": (_credit_next_task, "lp-single-env", "wrong task"),
     "multi-agent score summed over agents": (_summed_agent_score, "multi-agent", "score of"),
