@@ -19,7 +19,10 @@ rule matches whole parts, not substrings: `per_label_samples/<label>` and
 `curriculum_stats/completions` are counters, while the cumulative gauge
 `curriculum_stats/total_completions` (the same number reported by every env) and
 `exact_accounting/episode_length` are averaged. Keys whose last part is in
-`IDENTIFIER_STATS` (task ids) are identifiers, not quantities, and are dropped.
+`IDENTIFIER_STATS` (task ids) are identifiers, not quantities, and are dropped. A counter is
+an int when every report of it is a whole number, else a float; a gauge is always a float.
+Sums are exact (`math.fsum`, correctly rounded), so an epoch's metrics do not depend on the
+order its reports came in (which workers answered first).
 """
 
 from __future__ import annotations
@@ -223,8 +226,9 @@ def _accumulate(info: Mapping[str, Any], prefix: str, stats: MutableMapping[str,
 
 def _reduce(key: str, values: list[float]) -> int | float:
     if is_summed_stat(key):
-        total = sum(values)
-        return int(total) if all(type(v) is int for v in values) else float(total)
+        if all(type(v) is int for v in values):
+            return int(sum(values))
+        return float(math.fsum(values))
     return float(math.fsum(values) / len(values))
 
 

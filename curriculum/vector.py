@@ -302,11 +302,7 @@ class SharedCurriculumVecEnv:
         self._check_usable()
         if not self._processes:
             self._settle_in_process_before_reset()
-            try:
-                self.vecenv.async_reset(seed)
-            except BaseException:  # an env's reset raised: pufferlib's infos are still the last step's,
-                self.vecenv.infos = []  # handed over already (a reset that follows must not read them again)
-                raise
+            self.vecenv.async_reset(seed)
             return
         self._settle_before_reset()
         self._running = ["reset"] * len(self._processes)
@@ -400,6 +396,7 @@ class SharedCurriculumVecEnv:
             infos = list(getattr(vecenv, "infos", None) or ())
             self._on_infos(infos)
             self._drained += infos
+        vecenv.infos = []  # handed on: a reset an env makes raise half-way leaves none to hand on again
 
     def _settle_before_reset(self) -> None:
         """Leave pufferlib's `async_reset()` nothing to wait for and no infos to drop.

@@ -538,7 +538,7 @@ class AccountingOracle:
             if key.rsplit("/", 1)[-1] in _IDENTIFIER_PARTS:
                 continue
             if _is_counter(key):  # an int when every report is a whole number (documented), else a float
-                reduced[key] = sum(seen) if key in fractional else int(sum(seen))
+                reduced[key] = math.fsum(seen) if key in fractional else int(sum(seen))
             else:
                 reduced[key] = math.fsum(seen) / len(seen)
         out: dict[str, Any] = {f"env_{key}": value for key, value in reduced.items()}

@@ -233,7 +233,8 @@ def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario
     """Epochs of random infos mixing every kind of value envs report (an int from one env, a
     numpy float or a per-agent list from another, under one key) reduce as the oracle's
     written-out reference says: counters summed (exactly, fractions kept), gauges averaged,
-    identifiers and non-numbers dropped. Losses of every kind come out as `losses/<name>`, and
+    identifiers and non-numbers dropped, and bit for bit the same when the same reports come in
+    another order (sums are exact). Losses of every kind come out as `losses/<name>`, and
     the metrics (the step and epoch axes too, given as numpy integers) are plain Python numbers
     under sorted keys (as documented: a logger or
     `json.dumps` takes them as they are)."""
@@ -241,24 +242,32 @@ def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario
     for epoch in range(LIMITS.pipeline_epochs):
         oracle = AccountingOracle(seed=scenario_seed, context=f"random infos, epoch {epoch}", info_keys=_TOP_LEVEL_KEYS)
         raw: dict[str, list[float]] = defaultdict(list)
+        steps = []
         for _ in range(LIMITS.pipeline_steps):
             infos = [_random_info(rng) for _ in range(rng.randint(0, 4))]
             oracle.observe(infos)
             accumulate_rollout_stats(infos, raw)
+            steps.append(infos)
         losses = {name: rng.choice(_LOSS_KINDS)(rng) for name in rng.sample(("policy", "value", "entropy"), 2)}
         step = rng.randint(0, 100)
         metrics = process_training_stats(raw, agent_step=rng.choice(_STEP_KINDS)(step),
                                          epoch=rng.choice(_STEP_KINDS)(0), losses=losses)
         oracle.epoch(metrics, agent_step=step)
+        shuffled: dict[str, list[float]] = defaultdict(list)  # the same reports, workers answering in another order
+        for infos in rng.sample(steps, len(steps)):
+            accumulate_rollout_stats(rng.sample(infos, len(infos)), shuffled)
+        reordered = process_training_stats(shuffled, agent_step=step, epoch=0, losses=losses)
+        moved = {key: (value, reordered.get(key)) for key, value in metrics.items() if reordered.get(key) != value}
         assert not oracle.mismatches, (
             f"the stats pipeline reduced random infos otherwise than its definition, epoch {epoch}, seed "
             f"{scenario_seed}:\n" + "\n".join(oracle.mismatches[:6]))
         wrong_losses = {name: metrics.get(f"losses/{name}") for name, value in losses.items()
                         if metrics.get(f"losses/{name}") != float(value)}
         not_plain = {key: type(value).__name__ for key, value in metrics.items() if type(value) not in (int, float)}
-        assert not wrong_losses and not not_plain and list(metrics) == sorted(metrics), (
+        assert not wrong_losses and not not_plain and list(metrics) == sorted(metrics) and not moved, (
             f"epoch {epoch}, seed {scenario_seed}: losses {losses} reported as {wrong_losses}; metrics that are no "
-            f"plain Python number: {not_plain}; keys sorted: {list(metrics) == sorted(metrics)}")
+            f"plain Python number: {not_plain}; keys sorted: {list(metrics) == sorted(metrics)}; metrics that "
+            f"changed with the order of the same reports (in order, reordered): {dict(list(moved.items())[:4])}")
 
 
 def _built_in(curriculum_factory, require_capability, config: CurriculumConfig, why: str) -> Curriculum:
