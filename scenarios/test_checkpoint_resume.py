@@ -386,8 +386,9 @@ def _other_values(value: Any) -> list[Any]:
 def _generator_variants(generator: Any, path: str = "task_generator") -> dict[str, Any]:
     """Copies of `generator` with one change each, found by walking its public attributes (and
     those of the generators it holds): an int `seed` plus one, a list of two or more items
-    rotated or without its last item, a dict of two or more keys in reverse order, a string (a label) renamed, bucket
-    values given labels of their own where none were. Named by the attribute path changed."""
+    rotated or without its last item, lists of one length side by side rotated together, a dict
+    of two or more keys in reverse order, a string (a label) renamed, bucket values given labels
+    of their own where none were. Named by the attribute path changed."""
     variants: dict[str, Any] = {}
     for name, value in vars(generator).items():
         if name.startswith("_"):
@@ -424,6 +425,16 @@ def _generator_variants(generator: Any, path: str = "task_generator") -> dict[st
                 variant = copy.deepcopy(generator)
                 _replace_child(variant, name, index, child_variant)
                 variants[child_path] = variant
+    lists = {name: value for name, value in vars(generator).items()
+             if not name.startswith("_") and isinstance(value, list) and len(value) >= 2}
+    # lists side by side (children and their weights) rotated together: the same pairs in another order
+    for length in sorted({len(value) for value in lists.values()}):
+        side_by_side = sorted(name for name, value in lists.items() if len(value) == length)
+        if len(side_by_side) >= 2:
+            variant = copy.deepcopy(generator)
+            for name in side_by_side:
+                setattr(variant, name, lists[name][1:] + lists[name][:1])
+            variants[f"{path}.{'+'.join(side_by_side)} rotated together"] = variant
     return variants
 
 
