@@ -138,6 +138,10 @@ class CheckpointLimits:
     """That run is checkpointed (and restored into a fresh curriculum) every so many episodes."""
     extreme_pool: int = 16
     """Its pool."""
+    cancelling_episodes: int = 1000
+    """Episodes of the staged run whose window's scores cancel to about 0, each followed by a
+    checkpoint restored into a fresh curriculum (a window of 3: its running sum drifts a few
+    ulps below 0 and above the exact sum between re-sums)."""
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()

@@ -32,8 +32,8 @@ from typing import Any
 import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, CurriculumStateError,
-                        LearningProgressConfig, SingleTaskGenerator, StagedProgressionConfig, UniformConfig,
-                        WeightedTaskSetGenerator)
+                        LearningProgressConfig, SingleTaskGenerator, Stage, StagedProgressionConfig,
+                        UniformConfig, WeightedTaskSetGenerator)
 from curriculum.algorithms.learning_progress import STATE_FIELDS
 from curriculum.algorithms.staged import STAGE_COUNTERS
 from curriculum.config import MAX_COUNT
@@ -287,6 +287,36 @@ def test_a_run_of_the_most_variable_scores_resumes_from_every_checkpoint(curricu
     assert diverged is None, (
         f"coin flips: the run checkpointed every {LIMITS.extreme_every} episodes diverged from the uninterrupted one "
         f"at episode {diverged}: {trace[diverged]} instead of {uninterrupted[diverged]}, seed {scenario_seed}")
+
+
+def test_a_staged_window_whose_scores_cancel_resumes_from_every_checkpoint(curriculum_factory, require_capability,
+                                                                         scenario_seed) -> None:
+    """A staged window of 3 takes scores such as 0.3, 0.6 and zeros, so its running sum lands a
+    rounding error away from the exact one (-1.1e-16 once 0.3 and 0.6 left it): a checkpoint
+    taken after any episode, through JSON, must load into a fresh curriculum of the same config
+    (a curriculum restores every checkpoint it writes)."""
+    stages = [Stage(f"s{i}", SingleTaskGenerator({"level": i}, label=f"s{i}")) for i in range(2)]
+    config = CurriculumConfig(algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=0.9, window=3,
+                                                                min_episodes=MAX_COUNT),
+                              num_active_tasks=2, seed=scenario_seed)
+    curriculum = _checkpointable(curriculum_factory, require_capability, config, "cancelling scores")
+    rng = random.Random(scenario_seed)
+    refused = []
+    try:
+        for episode in range(LIMITS.cancelling_episodes):
+            curriculum.update_task_performance(curriculum.get_task().task_id, rng.choice((0.0, 0.0, 0.1, 0.3, 0.6, 0.7)))
+            fresh = curriculum_factory(config)
+            try:
+                fresh.load_state(json.loads(json.dumps(curriculum.get_state())))
+            except (CurriculumStateError, CurriculumConfigError) as error:
+                refused.append((episode, str(error)[:160]))
+            finally:
+                getattr(fresh, "close", lambda: None)()
+    finally:
+        getattr(curriculum, "close", lambda: None)()
+    assert not refused, (
+        f"a staged curriculum refused {len(refused)} of its own {LIMITS.cancelling_episodes} checkpoints (episode, "
+        f"error): {refused[:3]}, seed {scenario_seed}")
 
 
 _STAGE_KEYS = ("stage", "stage_changes", "stage_episodes", "advancements", "regressions", "stage_window_mean")
