@@ -27,6 +27,7 @@ import inspect
 import json
 import math
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -289,6 +290,23 @@ def test_a_run_of_the_most_variable_scores_resumes_from_every_checkpoint(curricu
         f"at episode {diverged}: {trace[diverged]} instead of {uninterrupted[diverged]}, seed {scenario_seed}")
 
 
+def _own_checkpoints_refused(curriculum_factory, curriculum, config, play: Callable[[Any], None],
+                             rounds: int) -> list[tuple[int, str]]:
+    """`play(curriculum)` `rounds` times, each followed by a checkpoint (through JSON) loaded into
+    a fresh curriculum of the same config: the rounds whose checkpoint was refused, and why."""
+    refused = []
+    for played in range(rounds):
+        play(curriculum)
+        fresh = curriculum_factory(config)
+        try:
+            fresh.load_state(json.loads(json.dumps(curriculum.get_state())))
+        except (CurriculumStateError, CurriculumConfigError) as error:
+            refused.append((played, str(error)[:160]))
+        finally:
+            getattr(fresh, "close", lambda: None)()
+    return refused
+
+
 def test_a_staged_window_whose_scores_cancel_resumes_from_every_checkpoint(curriculum_factory, require_capability,
                                                                          scenario_seed) -> None:
     """A staged window of 3 takes scores such as 0.3, 0.6 and zeros, so its running sum lands a
@@ -301,22 +319,37 @@ def test_a_staged_window_whose_scores_cancel_resumes_from_every_checkpoint(curri
                               num_active_tasks=2, seed=scenario_seed)
     curriculum = _checkpointable(curriculum_factory, require_capability, config, "cancelling scores")
     rng = random.Random(scenario_seed)
-    refused = []
+
+    def play(curriculum) -> None:
+        curriculum.update_task_performance(curriculum.get_task().task_id, rng.choice((0.0, 0.0, 0.1, 0.3, 0.6, 0.7)))
+
     try:
-        for episode in range(LIMITS.cancelling_episodes):
-            curriculum.update_task_performance(curriculum.get_task().task_id, rng.choice((0.0, 0.0, 0.1, 0.3, 0.6, 0.7)))
-            fresh = curriculum_factory(config)
-            try:
-                fresh.load_state(json.loads(json.dumps(curriculum.get_state())))
-            except (CurriculumStateError, CurriculumConfigError) as error:
-                refused.append((episode, str(error)[:160]))
-            finally:
-                getattr(fresh, "close", lambda: None)()
+        refused = _own_checkpoints_refused(curriculum_factory, curriculum, config, play, LIMITS.cancelling_episodes)
     finally:
         getattr(curriculum, "close", lambda: None)()
     assert not refused, (
         f"a staged curriculum refused {len(refused)} of its own {LIMITS.cancelling_episodes} checkpoints (episode, "
         f"error): {refused[:3]}, seed {scenario_seed}")
+
+
+def test_learning_progress_without_exploration_resumes_from_every_checkpoint(curriculum_factory, require_capability,
+                                                                           scenario_seed) -> None:
+    """With `exploration=0` (in its documented domain) stagnant tasks may get no sampling mass
+    at all, probabilities of exactly 0: every checkpoint such a curriculum writes must load
+    into a fresh curriculum of the same config."""
+    space = impossible_task_space(num_learnable=3, num_impossible=5, seed=scenario_seed)
+    config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(exploration=0.0),
+                              num_active_tasks=8, seed=scenario_seed)
+    curriculum = _checkpointable(curriculum_factory, require_capability, config, "no exploration")
+    try:
+        refused = _own_checkpoints_refused(curriculum_factory, curriculum, config,
+                                           lambda c: _play(c, space.simulator, LIMITS.extreme_every),
+                                           LIMITS.extreme_episodes // LIMITS.extreme_every)
+    finally:
+        getattr(curriculum, "close", lambda: None)()
+    assert not refused, (
+        f"learning progress with exploration=0 refused {len(refused)} of its own checkpoints (round, error): "
+        f"{refused[:3]}, seed {scenario_seed}")
 
 
 _STAGE_KEYS = ("stage", "stage_changes", "stage_episodes", "advancements", "regressions", "stage_window_mean")
