@@ -307,29 +307,38 @@ def _own_checkpoints_refused(curriculum_factory, curriculum, config, play: Calla
     return refused
 
 
+@pytest.mark.parametrize("stages", ["held", "moving"])
 def test_a_staged_window_whose_scores_cancel_resumes_from_every_checkpoint(curriculum_factory, require_capability,
-                                                                         scenario_seed) -> None:
+                                                                         scenario_seed, stages) -> None:
     """A staged window of 3 takes scores such as 0.3, 0.6 and zeros, so its running sum lands a
     rounding error away from the exact one (-1.1e-16 once 0.3 and 0.6 left it): a checkpoint
     taken after any episode, through JSON, must load into a fresh curriculum of the same config
-    (a curriculum restores every checkpoint it writes)."""
-    stages = [Stage(f"s{i}", SingleTaskGenerator({"level": i}, label=f"s{i}")) for i in range(2)]
-    config = CurriculumConfig(algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=0.9, window=3,
-                                                                min_episodes=MAX_COUNT),
-                              num_active_tasks=2, seed=scenario_seed)
+    (a curriculum restores every checkpoint it writes). "held": the stage never moves (its
+    running sum is never re-summed at a threshold); "moving": runs of 1.0 advance it now and
+    then, and a regression threshold of 0, the bottom of its domain, is never crossed (no
+    window of scores of at least 0 has a mean below it)."""
+    moving = stages == "moving"
+    algorithm = StagedProgressionConfig(
+        stages=[Stage(f"s{i}", SingleTaskGenerator({"level": i}, label=f"s{i}")) for i in range(2)],
+        advancement_threshold=0.9, window=3, min_episodes=3 if moving else MAX_COUNT,
+        regression_threshold=0.0 if moving else None)
+    config = CurriculumConfig(algorithm=algorithm, num_active_tasks=2, seed=scenario_seed)
     curriculum = _checkpointable(curriculum_factory, require_capability, config, "cancelling scores")
     rng = random.Random(scenario_seed)
 
     def play(curriculum) -> None:
-        curriculum.update_task_performance(curriculum.get_task().task_id, rng.choice((0.0, 0.0, 0.1, 0.3, 0.6, 0.7)))
+        curriculum.update_task_performance(curriculum.get_task().task_id,
+                                           rng.choice((0.0, 0.0, 0.1, 0.3, 0.6, 0.7, *((1.0, 1.0) if moving else ()))))
 
     try:
         refused = _own_checkpoints_refused(curriculum_factory, curriculum, config, play, LIMITS.cancelling_episodes)
+        stats = curriculum.stats()
     finally:
         getattr(curriculum, "close", lambda: None)()
-    assert not refused, (
+    assert not refused and not stats.get("regressions") and (stats.get("advancements", 1) or not moving), (
         f"a staged curriculum refused {len(refused)} of its own {LIMITS.cancelling_episodes} checkpoints (episode, "
-        f"error): {refused[:3]}, seed {scenario_seed}")
+        f"error): {refused[:3]}; it regressed {stats.get('regressions')} times below a threshold of 0 (advanced "
+        f"{stats.get('advancements')} times), seed {scenario_seed}")
 
 
 def test_learning_progress_without_exploration_resumes_from_every_checkpoint(curriculum_factory, require_capability,
