@@ -188,6 +188,14 @@ CASES = [(*fault, layout, "shared") for layout in ("sync", "async", "async-any")
      ("exited", "reset", "sync", "shared")]
 
 
+def _assert_every_worker_ended(processes: list[Any], seed: int) -> None:
+    """Every worker process ends within the deadline once the vecenv failed."""
+    for process in processes:
+        process.join(timeout=LIMITS.deadline)
+    alive = [p.pid for p in processes if p.exitcode is None]
+    assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {seed}"
+
+
 @pytest.mark.parametrize(("fault", "then", "layout", "tracking"), CASES,
                          ids=["-".join(case[:3]) + ("" if case[3] == "shared" else f"-{case[3]}") for case in CASES])
 def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, require_capability, scenario_seed,
@@ -243,10 +251,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"worker {victim} killed with worker_timeout={LIMITS.deadline}: the error came {waited:.1f} s after the "
             f"kill; a dead worker must be seen within {LIMITS.dead_worker_seen} s whatever the timeout for a "
             f"frozen one, seed {scenario_seed}")
-        for process in processes:
-            process.join(timeout=LIMITS.deadline)
-        alive = [p.pid for p in processes if p.exitcode is None]
-        assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
+        _assert_every_worker_ended(processes, scenario_seed)
         left_open = [env for env in _MADE_BY_THE_TRAINER[made_before:] if not getattr(env, "closed", False)]
         assert made_before < len(_MADE_BY_THE_TRAINER) and not left_open, (
             f"worker {victim} {fault}: the vecenv failed and closed itself, but {len(left_open)} of the "
@@ -719,10 +724,7 @@ def test_a_dead_worker_is_named_even_when_the_env_fails_to_close(curriculum_fact
         assert isinstance(error, WorkerProcessError) and f"worker {victim}" in str(error), (
             f"worker {victim} killed, and the env's close() fails as the vector closes itself: the step raised "
             f"{error!r}; expected WorkerProcessError naming worker {victim}, seed {scenario_seed}")
-        for process in processes:
-            process.join(timeout=LIMITS.deadline)
-        alive = [p.pid for p in processes if p.exitcode is None]
-        assert not alive, f"worker processes {alive} still run after the vecenv failed, seed {scenario_seed}"
+        _assert_every_worker_ended(processes, scenario_seed)
     finally:
         for process in processes:
             if process.exitcode is None:
