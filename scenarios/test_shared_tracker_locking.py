@@ -935,6 +935,7 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
             f"active_tasks() listed the pool as {pool_ids} while a writer held an open update; committed: "
             f"{committed_ids}, seed {scenario_seed}")
         seen_tasks = [tracker.task_stats(s, committed_ids[s]) for s in range(tracker.capacity)]
+        seen_means = [tracker.mean_score_at(s) for s in range(tracker.capacity)]
         assert seen_ids == committed_ids, (
             f"lock-free reads of the pool's task ids returned {seen_ids} while a writer held an open update ("
             + ("a checkpoint restore" if rows == "restore" else f"a {CHANGES[rows]}" if rows in CHANGES else
@@ -951,6 +952,13 @@ def test_a_stuck_or_killed_writer_exposes_nothing_uncommitted(curriculum_factory
         assert not stale, (
             f"lock-free reads of {len(stale)} of {tracker.capacity} tasks' (completions, mean, last score) differed "
             f"from the committed ones while a writer held an open update: {stale[:4]}, seed {scenario_seed}"
+        )
+        torn = [f"slot {s}: {seen_means[s]} vs {seen_tasks[s][1]}" for s in range(tracker.capacity)
+                if seen_means[s] != seen_tasks[s][1]]
+        assert not torn, (
+            f"mean_score_at() of {len(torn)} slots differed from the mean task_stats() read while a writer held an "
+            f"open update (both combine a slot's values from one state, the committed one): {torn[:4]}, seed "
+            f"{scenario_seed}"
         )
         for name, values in committed.items():
             assert np.array_equal(seen[name], values), (
