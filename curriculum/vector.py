@@ -47,8 +47,8 @@ every worker is alive. A worker that died (an exception in its env, a signal) be
 `WorkerProcessError` within that period, naming the worker, its pid, its exit code or
 signal, and what it was last asked to do (its start-up, a step or a reset) and whether it died
 during it or after it; with `worker_timeout=` a worker that is alive but has not answered for
-that long does too. On that error the vecenv closes itself: every worker is stopped (SIGTERM, then SIGKILL)
-and reaped, so an uncaught error lets the interpreter exit, and any later `reset()`, `step()`,
+that long does too. On that error the vecenv closes itself: every worker is stopped (SIGTERM,
+then SIGKILL) and reaped, so an uncaught error lets the interpreter exit, and any later `reset()`, `step()`,
 `send()` or `recv()` raises `WorkerProcessError` instead of waiting. A vecenv that is never
 closed stops its workers when it is garbage-collected or when the interpreter exits, and a
 worker process ends itself when the main process dies, even by SIGKILL (Linux: through
