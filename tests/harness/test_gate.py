@@ -195,7 +195,7 @@ def test_gate_passes_on_the_builtin_curriculum_from_any_directory(tmp_path: Path
     code, report = _gate(tmp_path, monkeypatch, "--", "-k", "checkpoint_resume or config_at_reset", "-q")
     assert code == 0, report
     assert report.startswith("## Curriculum gate passed: no test failed\n")
-    assert "| checkpoint_resume | passed | 20 passed |  |" in report
+    assert "| checkpoint_resume | passed | 23 passed |  |" in report
     assert "| config_at_reset | passed | 12 passed |  |" in report
     assert (tmp_path / "junit.xml").is_file()
     assert not (tmp_path / ".hypothesis").exists() and not (tmp_path / ".pytest_cache").exists()
