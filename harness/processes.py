@@ -25,3 +25,13 @@ def start_method(method: str | None) -> Iterator[None]:
 def held_resources(pid: int) -> tuple[int, int]:
     """The threads process `pid` runs and the file descriptors it holds (Linux `/proc`)."""
     return len(os.listdir(f"/proc/{pid}/task")), len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def is_running(pid: int) -> bool:
+    """Whether process `pid` exists and has not exited (a zombie has: a worker orphaned in a
+    container may never be reaped). Linux `/proc`."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return False

@@ -74,6 +74,7 @@ except ImportError:  # the tests skip one by one (a skipped module would escape 
 from curriculum.stats import COMPLETIONS, LATE_COMPLETIONS, accumulate_rollout_stats, stat_key  # noqa: E402
 from curriculum.vector import make_curriculum_vecenv  # noqa: E402
 from harness.envs import ExactAccountingEnv, SeedReportingEnv  # noqa: E402
+from harness.processes import is_running  # noqa: E402
 from harness.thresholds import RAY_SERVICE as LIMITS  # noqa: E402
 from harness.thresholds import STAGE_SYNC  # noqa: E402
 
@@ -291,21 +292,6 @@ def test_an_error_in_a_ray_workers_step_fails_the_trainers_step_by_name(serve, s
         client.close()
 
 
-def _running(pid: int) -> bool:
-    """Whether process `pid` exists and has not exited (a zombie has)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-    except OSError:  # no /proc: whether a signal can reach it
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        return True
-
-
 def _wait_for_clients(service: Any, count: int, context: str) -> None:
     """Until `count` clients registered with the service (a worker's client registers as its
     actor starts), so the timed part of a check does not include the workers' start-up."""
@@ -353,7 +339,7 @@ def test_a_frozen_ray_worker_fails_the_step_by_name_and_every_worker_is_stopped(
             f"(the process was killed only after {4 * timeout:.0f} s), seed {scenario_seed}")
         assert vecenv.closed, f"{context}: the vector did not close itself after {failure.value!r}"
         deadline = time.monotonic() + LIMITS.stopped_workers_within
-        while (alive := [pid for pid in pids if _running(pid)]) and time.monotonic() < deadline:
+        while (alive := [pid for pid in pids if is_running(pid)]) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not alive, (
             f"{context}: the vector closed itself after the frozen worker's timeout, but worker processes {alive} "

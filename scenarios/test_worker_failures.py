@@ -45,7 +45,7 @@ from curriculum import vector as vector_module
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
-from harness.processes import held_resources, start_method
+from harness.processes import held_resources, is_running, start_method
 from harness.thresholds import WORKER_FAILURES as LIMITS
 
 
@@ -554,15 +554,6 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def _running(pid: int) -> bool:
-    """Alive and not a zombie (a worker orphaned in a container may never be reaped)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-
-
 def test_a_vector_dropped_without_close_stops_its_workers(uses_builtin_curriculum, require_capability,
                                                           scenario_seed) -> None:
     """A vector the trainer drops without `close()` (rebuilt for a new run in one script, a
@@ -580,9 +571,9 @@ def test_a_vector_dropped_without_close_stops_its_workers(uses_builtin_curriculu
         del vecenv
         gc.collect()
         deadline = time.monotonic() + LIMITS.deadline
-        while any(_running(pid) for pid in pids) and time.monotonic() < deadline:
+        while any(is_running(pid) for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        left = [pid for pid in pids if _running(pid)]
+        left = [pid for pid in pids if is_running(pid)]
         for pid in left:
             os.kill(pid, signal.SIGKILL)
         assert not left, (
@@ -659,9 +650,9 @@ def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capabil
             f"a trainer whose script returned without close() exited with {returning.returncode} and "
             f"{len(complaints)} complaint(s) on stderr (the library must release what it opened, its shared "
             f"memory unregistered from multiprocessing's resource tracker): {complaints[:4]}")
-        while any(_running(pid) for pids in workers.values() for pid in pids) and time.monotonic() < deadline:
+        while any(is_running(pid) for pids in workers.values() for pid in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        left = {end: [pid for pid in pids if _running(pid)] for end, pids in workers.items()}
+        left = {end: [pid for pid in pids if is_running(pid)] for end, pids in workers.items()}
         assert not any(left.values()), (
             f"worker processes still run {LIMITS.deadline} s after their trainer ended: "
             f"{ {end: pids for end, pids in left.items() if pids} }")
@@ -674,7 +665,7 @@ def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capabil
             killed.kill()
         killed.join(timeout=10)
         for pid in (pid for pids in workers.values() for pid in pids):
-            if _running(pid):
+            if is_running(pid):
                 os.kill(pid, signal.SIGKILL)
 
 
