@@ -409,6 +409,10 @@ class AccountingOracle:
             self._epoch_infos.append(flat)
             record = info.get(EPISODE_RECORD_KEY)
             claims = {k: v for k, v in flat.items() if k.startswith(f"{_GROUP}/")}
+            unlogged = {k: v for k, v in claims.items() if v is None}
+            if unlogged:
+                self.mismatch(f"the wrapper reported {unlogged} in an info dict: every {_GROUP}/* entry holds a value "
+                              "a logger can take (an entry left for a curriculum that has no such number?)")
             pool = {k[len(_GROUP) + 1:]: v for k, v in claims.items()
                     if k[len(_GROUP) + 1:].split("/", 1)[0] not in _EPISODE_PARTS}
             if pool:

@@ -1116,6 +1116,42 @@ def test_an_env_off_the_vectors_buffers_is_refused_by_name(name: str) -> None:
         _serial_vector(env=env)
 
 
+class _ViewedBuffer(ExactAccountingEnv):
+    """Keeps a view of one of the vector's buffer slices (`viewed`), the same memory under
+    another array object, as an env that re-views or reshapes what set_buffers gave it does."""
+
+    viewed = "observations"
+
+    def __init__(self, buf: Any = None, seed: int = 0) -> None:
+        super().__init__(buf=buf, seed=seed)
+        array = getattr(self, self.viewed)
+        setattr(self, self.viewed, array.reshape(array.shape).view())
+
+
+@pytest.mark.parametrize("name", BUFFER_NAMES)
+def test_an_env_on_a_view_of_the_vectors_buffers_runs(name: str) -> None:
+    """An env that writes into the vector's buffer through a view of its slice (another array
+    object on the same memory) writes where the trainer reads: the vector takes it, and every
+    episode its envs end is recorded once."""
+    env = type(f"Viewed{name.title()}", (_ViewedBuffer,), {"viewed": name})
+    lengths = BucketedTaskGenerator({"reward_per_step": 0.25}, {"episode_length": [1, 2, 3]})
+    curriculum = Curriculum(CurriculumConfig(task_generator=lengths,
+                                             algorithm=UniformConfig()))
+    try:
+        with make_curriculum_vecenv(env, curriculum, backend="Serial", num_envs=2) as vecenv:
+            vecenv.reset(seed=0)
+            ended = 0
+            for _ in range(20):
+                _, _, terminals, truncations, _ = vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+                ended += int((np.asarray(terminals) | np.asarray(truncations)).sum())
+        recorded = curriculum.stats()["total_completions"]
+        assert ended > 0 and recorded == ended, (
+            f"an env on a view of its `{name}` slice: {ended} episodes ended in 20 vec steps, the curriculum recorded "
+            f"{recorded}")
+    finally:
+        curriculum.close()
+
+
 @pytest.mark.parametrize("agents", [0, -1, True, 1.5, "2", None, np.int64(0)])
 def test_an_env_whose_agent_count_is_outside_its_domain_is_refused_by_name(agents: Any) -> None:
     """`num_agents` is an integer >= 1 (an env of no agents never ends an episode): another value

@@ -17,7 +17,8 @@ accounting oracle). And the guard behind all of it: a forked copy of a local cur
 refuses to record, whether the parent built it, unpickled it or restored it from a checkpoint.
 Beneath it: a worker reading the `StageBroadcast` while the main process publishes without
 pause sees only whole states, and reads a published state at once; a worker copy adopts
-exactly the stage states a main curriculum can send. Around it: a checkpoint restored into a
+exactly the stage states a main curriculum can send; envs sharing one worker's copy each
+report the stage generation their task was drawn from. Around it: a checkpoint restored into a
 running vector reaches every worker (the resume flow); a reset that cuts steps short records
 their episodes before the workers draw; centralized tracking takes only curricula whose
 worker copies follow the main one, and refuses the rest by name.
@@ -38,6 +39,7 @@ import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, CurriculumEnv,
                         LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig)
+from curriculum.stats import COMPLETION_INFO_KEY
 from curriculum.vector import StageBroadcast, make_curriculum_vecenv
 from harness.envs import INFO_FORMATS, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
@@ -698,6 +700,56 @@ def test_a_stage_whose_adoption_was_interrupted_is_adopted_at_the_next_draw(curr
             f"interruptions); at its next draw it follows {worker.sync_state()}, seed {scenario_seed}")
     finally:
         env.close()
+
+
+def _completions(infos: Any) -> list[dict[str, Any]]:
+    """The completions a worker's env sends the main process in one step's infos."""
+    dicts = [infos] if isinstance(infos, dict) else [i for i in infos or () if isinstance(i, dict)]
+    return [d[COMPLETION_INFO_KEY] for d in dicts if COMPLETION_INFO_KEY in d]
+
+
+def test_envs_sharing_a_worker_copy_each_report_the_stage_generation_they_drew_at(
+        curriculum_factory, require_capability, scenario_seed) -> None:
+    """Centralized tracking, two envs of one worker process on its one copy of the curriculum
+    (as pufferlib's workers hold them): the first env to draw after a broadcast adopts it, the
+    other finds it adopted already. Each completion sent to the main process must carry the
+    stage changes of the generation its task was drawn from, whichever env adopted it: a main
+    recorder judges lateness by it."""
+    main = curriculum_factory(staged_config(scenario_seed))
+    missing = missing_capabilities(main, ("sync_state", "apply_sync_state"))
+    require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no stage to broadcast")
+    worker = pickle.loads(pickle.dumps(main))
+    broadcast = StageBroadcast()
+    broadcast.publish(main.sync_state())
+    envs = [CurriculumEnv(ExactAccountingEnv(seed=i), worker, local_tracking=False, stage_source=broadcast,
+                          score_fn=full_score) for i in range(2)]
+    try:
+        drawn_at = []
+        for env in envs:
+            env.reset(seed=scenario_seed)
+            drawn_at.append(worker.sync_state()["stage_changes"])
+        wrong, sent = [], 0
+        for step in range(LIMITS.min_episodes * max(LIMITS.stage_episode_lengths) * 2):
+            for index, env in enumerate(envs):
+                completions = _completions(env.step(np.zeros(1, dtype=np.int32))[4])
+                for completion in completions:
+                    sent += 1
+                    if completion["stage_changes"] != drawn_at[index]:
+                        wrong.append((step, index, completion["stage_changes"], drawn_at[index]))
+                    main.update_task_performance(completion["task_id"], completion["score"])
+                    broadcast.publish(main.sync_state())
+                if completions:
+                    drawn_at[index] = worker.sync_state()["stage_changes"]
+        assert main.sync_state()["stage_changes"] >= 2, (
+            f"the main curriculum changed stage {main.sync_state()['stage_changes']} times in {sent} completions of "
+            f"score 1.0, expected at least 2, seed {scenario_seed}")
+        assert not wrong, (
+            f"{len(wrong)} of {sent} completions of two envs sharing one worker copy carried other stage changes than "
+            f"the generation their task was drawn from (step, env, reported, drawn at): {wrong[:4]}, seed "
+            f"{scenario_seed}")
+    finally:
+        for env in envs:
+            env.close()
 
 
 def test_a_worker_copy_adopts_every_stage_state_the_main_can_send_and_refuses_the_rest(

@@ -50,10 +50,11 @@ def _env(buf=None, seed=0):
 
 
 def _streams(curriculum_factory, seed: int, backend: str, algorithm, oracle, *,
-             parent_vector: bool = False) -> dict[int, list]:
+             parent_vector: bool = False, evaluation_env: bool = False) -> dict[int, list]:
     """Per env slot of the vector, the task tags its episodes ran, in order (`parent_vector`:
     after a Serial vector over the same curriculum ran in this process, as an evaluation
-    vector built before the training one does)."""
+    vector built before the training one does; `evaluation_env`: with an env of a seed of its
+    own built over the curriculum a quarter into the run, as a trainer builds an evaluation env)."""
     options = {"shared_memory": True} if backend == "Multiprocessing" else {}
     curriculum = curriculum_factory(stream_config(seed, algorithm), **options)
     watcher = oracle(context=f"{backend} streams, seed {seed}")
@@ -71,7 +72,9 @@ def _streams(curriculum_factory, seed: int, backend: str, algorithm, oracle, *,
     try:
         vecenv.reset(seed=seed)
         actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
-        for _ in range(LIMITS.vec_steps):
+        for step in range(LIMITS.vec_steps):
+            if evaluation_env and step == LIMITS.vec_steps // 4:
+                CurriculumEnv(_env(), target, seed=seed + LIMITS.other_seed_offset).close()
             watcher.observe(vecenv.step(actions)[4])
     finally:
         vecenv.close()
@@ -132,9 +135,16 @@ def test_worker_processes_draw_different_sequences_reproducibly(shared_factory, 
 
 
 def test_serial_learning_progress_run_reproduces_from_its_seed(curriculum_factory, scenario_seed, oracle) -> None:
+    """Also when the second run builds an evaluation env with a seed of its own over the
+    curriculum mid-run: the vector's seeds are final in its process, so the evaluation env
+    does not restart the training stream."""
     first = _streams(curriculum_factory, scenario_seed, "Serial", LearningProgressConfig(), oracle)
-    again = _streams(curriculum_factory, scenario_seed, "Serial", LearningProgressConfig(), oracle)
-    assert first == again, f"the same seed gave different per-env task sequences under Serial, seed {scenario_seed}"
+    again = _streams(curriculum_factory, scenario_seed, "Serial", LearningProgressConfig(), oracle, evaluation_env=True)
+    differ = next((step for step, pair in enumerate(zip(first[0], again[0])) if pair[0] != pair[1]), None)
+    assert first == again, (
+        f"the same seed gave different per-env task sequences under Serial, the second run with an evaluation env of "
+        f"another seed built at vec step {LIMITS.vec_steps // 4} (env 0's episodes differ from episode {differ} on), "
+        f"seed {scenario_seed}")
 
 
 def _gym_stream(env: GymCurriculumEnv, seed: int | None, episodes: int) -> list[int]:

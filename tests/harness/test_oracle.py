@@ -428,6 +428,15 @@ def _internal_key_left_in_infos(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(env_module, "_with_entries", leaking)
 
 
+def _stage_entry_for_every_curriculum(monkeypatch: pytest.MonkeyPatch) -> None:
+    def staged_or_not(self: Any, entries: dict[str, Any]) -> Any:
+        task = self.draw_task()
+        entries["curriculum_stats/stage"] = self.curriculum.stage  # bug: None for a curriculum without stages
+        return task
+
+    monkeypatch.setattr(env_module._EpisodeAccounting, "draw_next_task", staged_or_not)
+
+
 PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
     "gini without sorting": (lambda mp: (monkeypatch_both(mp, "gini_coefficient", _unsorted_gini)), "lp-direct",
                              "gini"),
@@ -460,6 +469,8 @@ PLANTED: dict[str, tuple[Callable[[pytest.MonkeyPatch], None], str, str]] = {
                                                             "reached the user as"),
     "a key the wrapper uses internally left in the infos": (_internal_key_left_in_infos, "lp-single-env",
                                                             "keys no env wrote"),
+    "a stage entry of None for a curriculum without stages": (_stage_entry_for_every_curriculum, "lp-single-env",
+                                                              "'curriculum_stats/stage': None"),
 }
 
 
