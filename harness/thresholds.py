@@ -520,6 +520,8 @@ class EnvWrapperLimits:
 
     episodes: int = 300
     """Episodes of the single-env config check."""
+    echo_steps: int = 40
+    """Steps of the check whose env writes numbers under the wrapper's names (about 20 episodes)."""
     report_completions: int = 12
     """Completions of the pool-report cadence check (two-step episodes)."""
     late_report_interval: int = 3

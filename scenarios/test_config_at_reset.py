@@ -7,7 +7,9 @@ The same holds through the gymnasium wrapper (`GymCurriculumEnv`, what stable-ba
 other gymnasium trainers use), with terminal ends, time-limit truncations and desync cuts,
 under the accounting oracle; the env sits inside gymnasium's own wrappers (what
 `gymnasium.make` adds), signals desync cuts by its `desync_truncation` attribute, and the
-wrapper passes each `reset(seed=, options=)` on to the env as given.
+wrapper passes each `reset(seed=, options=)` on to the env as given. At an episode's end the
+trainer reads the wrapper's own `curriculum_stats/...` entries, whatever the env wrote under
+those names.
 
 And the task handed out is the one its id names: under churn, with its settings nested in a
 sub-config, every task's config is what a private copy of the generator gives its id (a
@@ -420,6 +422,61 @@ def test_a_score_fn_that_raises_reaches_the_trainer_as_its_own_error(curriculum_
     assert recorded == 0, (
         f"{type(env).__name__}: the episode whose score_fn raised was recorded ({recorded} completions), seed "
         f"{scenario_seed}")
+
+
+#: What an env that forwards numbers it logged writes in its own infos under the wrapper's names:
+#: a count and a task id no episode of this wrapper has.
+_ECHOED = {"curriculum_stats/episodes": 0, "curriculum_stats/task_id": -1}
+
+
+class _EchoingEnv(ExactAccountingEnv):
+    """Writes `_ECHOED` into its own info dict at every step (a dict of its own, last in the list)."""
+
+    def step(self, actions: Any) -> Any:
+        *result, infos = super().step(actions)
+        return (*result, [*(infos or []), dict(_ECHOED)])
+
+
+class _GymEchoingEnv(GymExactAccountingEnv):
+    def step(self, action: Any) -> Any:
+        *result, info = super().step(action)
+        return (*result, {**info, **_ECHOED})
+
+
+@pytest.mark.parametrize("wrapper", ["pufferlib", "gymnasium"])
+def test_the_wrappers_entries_are_its_own_whatever_the_env_wrote_under_their_names(
+        curriculum_factory, curriculum_env_class, scenario_seed, wrapper) -> None:
+    """An env whose info already holds `curriculum_stats/...` keys (numbers it forwards, another
+    wrapper's): at an episode's end the trainer reads the wrapper's own entries under those names,
+    the episode it counted and the task that ran, not the env's."""
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=BucketedTaskGenerator({"reward_per_step": 0.25}, {"episode_length": [1, 2, 3]}),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
+    if wrapper == "pufferlib":
+        env, action = curriculum_env_class(_EchoingEnv(), curriculum, seed=scenario_seed), np.zeros(1, dtype=np.int32)
+    else:
+        env, action = GymCurriculumEnv(_GymEchoingEnv(), curriculum, seed=scenario_seed), 0
+    try:
+        env.reset(seed=scenario_seed)
+        wrong, ended = [], 0
+        for step in range(LIMITS.echo_steps):
+            ran = env.task.task_id
+            _, _, terminated, truncated, infos = env.step(action)
+            if not (np.any(terminated) or np.any(truncated)):
+                continue
+            ended += 1
+            info = infos if isinstance(infos, dict) else infos[-1]
+            got = {key: info.get(key) for key in _ECHOED}
+            if got != {"curriculum_stats/episodes": 1, "curriculum_stats/task_id": ran}:
+                wrong.append((step, ran, got))
+            if wrapper == "gymnasium":  # (no auto-reset)
+                env.reset()
+        assert ended and not wrong, (
+            f"{type(env).__name__}: of {ended} episode ends, {len(wrong)} hand the trainer the env's own values under "
+            f"the wrapper's names (step, task that ran, entries read): {wrong[:3]}, seed {scenario_seed}")
+    finally:
+        env.close()
+        getattr(curriculum, "close", lambda: None)()
 
 
 def test_every_task_is_the_one_its_id_names(curriculum_factory, require_capability, scenario_seed, oracle) -> None:
