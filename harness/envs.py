@@ -95,7 +95,7 @@ agents ending together, as "info"). "mixed": as "info", but at the cut's step on
 truncated, and the other agents ending then terminate (they finished as the env cut the first):
 a cut is an episode end with some agent truncated and the flag set, not one with all of them."""
 INFO_FORMATS: Final = ("list", "dict", "log", "none")
-"""What an `ExactAccountingEnv` returns as infos: a list of dicts, one dict whose reset info
+"""What an `ExactAccountingEnv` returns as infos: a list of dicts (its reset's too), one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's),
 or a list holding the env's one log dict at every step (a wrapper must not write into it)."""
 REWARD_WRITES: Final = ("every_step", "at_end")
@@ -357,7 +357,8 @@ class ExactAccountingEnv(_HarnessEnv):
     it (it is in no return). With `reports_returns` the env defines `get_episode_rewards()`,
     each agent's running total of every reward written for it, after-done ones included (so
     read at the agent's done step it is its return, read later it is not). `infos`
-    (constructor, `INFO_FORMATS`): a list, or one dict at every step (an `OrderedDict` or a
+    (constructor, `INFO_FORMATS`): a list (its reset's holds one dict, the new episode's
+    `exact_accounting` numbers, zero: a wrapper's auto-reset adds it to the ended step's list), or one dict at every step (an `OrderedDict` or a
     `UserDict` after some ended episodes, `_dict_info`; `exact_accounting/step` on ordinary steps) whose reset info carries the new episode's `exact_accounting` numbers
     (zero), the keys of the ended episode's info; or "log", one list `[log]` returned at every
     step, one dict for the env's life in which the env replaces the keys it wrote the step before by this step's
@@ -416,6 +417,7 @@ class ExactAccountingEnv(_HarnessEnv):
             raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
         self._dict_infos = infos == "dict"
         self._none_infos = infos == "none"
+        self._list_infos = infos == "list"
         self._log: dict[str, Any] | None = {} if infos == "log" else None
         self._log_list: list[dict[str, Any]] = [self._log] if self._log is not None else []
         self._log_keys: tuple[str, ...] = ()
@@ -570,6 +572,8 @@ class ExactAccountingEnv(_HarnessEnv):
         self.truncations.fill(False)
         if self._dict_infos:
             return self.observations, self._dict_info({"exact_accounting": {"episode_return": 0.0, "episode_length": 0}})
+        if self._list_infos:  # a list of dicts, as pufferlib asks of a PufferEnv's reset
+            return self.observations, [{"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}]
         return self.observations, []
 
     def step(

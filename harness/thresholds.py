@@ -838,6 +838,9 @@ class WorkerFailureLimits:
     start_up_exit_code: int = 3
     """The exit code with which the env constructor of the start-up check ends each worker (not
     0 or 1, so the error's code is this env's)."""
+    unnamed_signal: int = 40
+    """A real-time signal (SIGRTMIN + 6 on Linux), which `signal.Signals` has no name for: the
+    signal a worker is killed by in the check that its error still names how it ended."""
     slow_step: float = 0.2
     """Seconds each step takes in the slow half of the workers, in the check that batches the
     fast half never wait on them."""

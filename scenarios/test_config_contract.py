@@ -288,12 +288,13 @@ def _refuse_to_build(buf: Any = None, seed: int = 0) -> Any:
     raise _ChecksPassed
 
 
-def _vector_checks(**options: Any) -> None:
+def _vector_checks(backend: str = "Serial", **options: Any) -> None:
     """A vector's argument checks alone, up to building its first env (a bound such as
-    `MAX_NUM_ENVS` is accepted without building that many envs)."""
+    `MAX_NUM_ENVS` is accepted without building that many envs; Multiprocessing builds its
+    first env in the trainer's process, before it starts any worker)."""
     curriculum = Curriculum(_curriculum(algorithm=UniformConfig()))
     try:
-        make_curriculum_vecenv(_refuse_to_build, curriculum, backend="Serial", **options).close()
+        make_curriculum_vecenv(_refuse_to_build, curriculum, backend=backend, **options).close()
     except _ChecksPassed:
         pass
     finally:
@@ -301,6 +302,8 @@ def _vector_checks(**options: Any) -> None:
 
 
 NOT_TIMEOUTS = (0, 0.0, -1.0, NAN, INF, True, "5")
+LIMITS_LAYOUT_ENVS = 12
+"""The layout check runs every `num_envs` up to this and every batch size of each."""
 
 # the same columns as DOMAINS, for keyword options (nothing is read back)
 OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tuple[Any, ...]]] = [
@@ -1012,6 +1015,33 @@ def test_the_default_worker_count_is_the_documented_one() -> None:
         f"first (num_envs, batch_size, cores, got, expected): {wrong[:5]}")
 
 
+@pytest.mark.parametrize("cores", [1, 3, 4, 6, 8])
+def test_a_vector_without_a_worker_count_takes_every_batch_some_count_serves(cores: int, monkeypatch) -> None:
+    """On a machine of `cores` physical cores (as psutil counts them, for the library and for
+    pufferlib), a Multiprocessing vector built without `num_workers` takes every `num_envs` and
+    `batch_size` that some worker count fitting the cores serves (`default_num_workers` finds
+    one) and refuses the rest with `CurriculumConfigError`: a batch size is part of the choice
+    (batches that do not divide `num_envs` with `zero_copy=False`, which they need)."""
+    monkeypatch.setattr(psutil, "cpu_count", lambda logical=True: cores)
+    wrong = []
+    for num_envs in range(1, LIMITS_LAYOUT_ENVS + 1):
+        for batch_size in (None, *range(1, num_envs + 1)):
+            served = default_num_workers(num_envs, batch_size=batch_size, cores=cores) is not None
+            try:
+                uneven = {"zero_copy": False} if batch_size and num_envs % batch_size else {}
+                _vector_checks("Multiprocessing", tracking="centralized", num_envs=num_envs,
+                               **({"batch_size": batch_size} if batch_size else {}), **uneven)
+            except CurriculumConfigError:
+                if served:
+                    wrong.append((num_envs, batch_size, "refused"))
+            else:
+                if not served:
+                    wrong.append((num_envs, batch_size, "taken"))
+    assert not wrong, (
+        f"on {cores} cores, (num_envs, batch_size, what the vector did) against whether a worker count serves them: "
+        f"{wrong[:6]} ({len(wrong)} layouts)")
+
+
 @pytest.mark.parametrize(("num_envs", "batch_size", "overwork", "threads"),
                          [(4, None, True, False), (4, 2, True, False), (4, None, False, False), (4, None, False, True)])
 def test_a_vector_built_without_a_worker_count_gets_the_documented_one(num_envs: int, batch_size: int | None,
@@ -1062,7 +1092,8 @@ def _pool_reports_by_default(wrapper: str, completions: int) -> list[int]:
         env.close()
     finally:
         curriculum.close()
-    return [i + 1 for i, info in enumerate(infos) if "curriculum_stats/total_completions" in info]
+    ends = [info for info in infos if "curriculum_stats/episodes" in info]  # (not the auto-resets' infos)
+    return [i + 1 for i, info in enumerate(ends) if "curriculum_stats/total_completions" in info]
 
 
 @pytest.mark.parametrize("wrapper", ["CurriculumEnv", "GymCurriculumEnv", "vector"])

@@ -11,7 +11,9 @@ four stepped in asynchronous batches of two (a batch is a block of two workers, 
 may have answered while the other is dead; or any two workers that are done, so the survivors
 keep every batch ready and nothing ever waits on the dead one): after some steps one worker is killed (SIGKILL;
 also under a long `worker_timeout`, which must not delay seeing a dead worker),
-exits cleanly (code 0) or is frozen (SIGSTOP, with `worker_timeout`), also at the worst moment: after it flagged a
+exits cleanly (code 0), is killed by a signal that has no name, has its env raise (in workers a
+fork server started, which also watch their trainer from a thread), or is frozen (SIGSTOP, with
+`worker_timeout`), also at the worst moment: after it flagged a
 step's infos and before they reached its pipe, the read that would wait for good. The
 next steps (or, after a kill, a `reset()` and the steps after it) must raise `WorkerProcessError` naming that worker within `LIMITS.deadline`
 seconds (the steps run in a thread, so a hang fails this check instead of stalling the gate),
@@ -35,7 +37,7 @@ import sys
 import threading
 import time
 
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pytest
@@ -59,6 +61,15 @@ _EXIT_IN_STEP = mp.RawValue("i", 0)
 _EXIT_IN_RESET = mp.RawValue("i", 0)
 """The pid of the worker whose env ends its process cleanly in its next reset."""
 
+_RAISE_ON: Final = signal.SIGUSR1
+"""Sent to a worker: its env raises in its next step (an error nothing in the worker catches).
+A signal, not a shared value: it reaches workers a fork server started too."""
+_raise_in_step = False
+
+
+class EnvCrashed(RuntimeError):
+    """An env's own error in a worker's step."""
+
 
 class _StopsWhenPickled:
     """An info value whose pickling (in the worker, sending its infos) stops that worker."""
@@ -74,6 +85,8 @@ class _StopsWhileSendingInfos(ExactAccountingEnv):
     def step(self, actions):
         if _EXIT_IN_STEP.value == os.getpid():  # an env that calls sys.exit(), or a library's os._exit(0)
             os._exit(0)
+        if _raise_in_step:
+            raise EnvCrashed(f"the env of worker pid {os.getpid()} failed in its step")
         observations, rewards, terminals, truncations, infos = super().step(actions)
         if _STOP_WHILE_SENDING.value == os.getpid():
             _STOP_WHILE_SENDING.value = 0
@@ -96,10 +109,17 @@ _MADE_BY_THE_TRAINER: list[_StopsWhileSendingInfos] = []
 `close()` must close too, after a worker failure as well."""
 
 
+def _raise_from_now_on(signum: int, frame: Any) -> None:
+    global _raise_in_step
+    _raise_in_step = True
+
+
 def _env(buf=None, seed=0):
     env = _StopsWhileSendingInfos(buf=buf, seed=seed, episode_length=LIMITS.episode_length)
     if os.getpid() == _TRAINER_PID:
         _MADE_BY_THE_TRAINER.append(env)
+    if mp.parent_process() is not None:  # a worker (this module imported afresh in a fork server's)
+        signal.signal(_RAISE_ON, _raise_from_now_on)
     return env
 
 
@@ -161,9 +181,12 @@ PAUSES = {"async-any": LIMITS.trainer_pause}
 VICTIMS = {"async-thirds": LIMITS.block_envs // 2 - 1}
 STEPS_AFTER = {"async-any": LIMITS.async_any_steps_after}
 #: what the error must say of how the worker ended, beside its pid: the signal that killed it by
-#: name (a shell's 128 + N is not what multiprocessing reports), or its exit code
+#: name (a shell's 128 + N is not what multiprocessing reports; its number, for one without a
+#: name), its exit code, or for one stopped while it sent its infos, that it did not send them
+#: (one stopped at any other moment may be in its step or done with it)
 _HOW_IT_ENDED = {"killed": ("SIGKILL",), "killed_gone": ("SIGKILL",), "killed_under_timeout": ("SIGKILL",),
-                 "exited": ("code 0",)}
+                 "killed_unnamed": (f"({LIMITS.unnamed_signal})",), "exited": ("code 0",), "raised": ("code 1",),
+                 "stopped_sending": ("did not send the infos of its step",)}
 
 
 #: what the trainer calls next: a step, or (killed workers only: a frozen one is the same wait)
@@ -178,14 +201,17 @@ FAULTS = [("killed", "step"), ("stopped", "step"), ("stopped_sending", "step"), 
 
 #: (fault, then, layout): every fault in the main layouts; a worker killed in batches of one worker,
 #: and in blocks of three; the only worker gone before a reset or a step; a worker whose env ends
-#: its process in the reset the trainer asks for (no step in flight: the error must say "reset")
+#: its process in the reset the trainer asks for (no step in flight: the error must say "reset");
+#: a worker killed by a signal that has no name (a real-time one); a worker whose env raises, in
+#: workers a fork server started ("@forkserver": each also watches its trainer from a thread)
 #: (fault, then, layout, tracking): every case under shared tracking; under centralized tracking
 #: (worker copies, completions sent to the trainer's curriculum) a frozen worker and a killed one
 CASES = [(*fault, layout, "shared") for layout in ("sync", "async", "async-any") for fault in FAULTS] + \
     [("killed", "step", "async-one", "shared"), ("killed", "step", "async-thirds", "shared"),
      ("killed_gone", "reset", "one-worker", "shared"), ("killed_gone", "step", "one-worker", "shared"),
      ("stopped", "step", "sync", "centralized"), ("killed", "step", "sync", "centralized"),
-     ("exited", "reset", "sync", "shared")]
+     ("exited", "reset", "sync", "shared"), ("killed_unnamed", "step", "sync", "shared"),
+     ("raised", "step", "sync@forkserver", "shared")]
 
 
 def _assert_every_worker_ended(processes: list[Any], seed: int) -> None:
@@ -200,6 +226,14 @@ def _assert_every_worker_ended(processes: list[Any], seed: int) -> None:
                          ids=["-".join(case[:3]) + ("" if case[3] == "shared" else f"-{case[3]}") for case in CASES])
 def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, require_capability, scenario_seed,
                                                           fault, then, layout, tracking) -> None:
+    layout, _, method = layout.partition("@")
+    with start_method(method or None):
+        _check_named_never_waited_on(curriculum_factory, require_capability, scenario_seed, fault, then, layout,
+                                     tracking)
+
+
+def _check_named_never_waited_on(curriculum_factory, require_capability, scenario_seed: int, fault: str, then: str,
+                                 layout: str, tracking: str) -> None:
     shared = tracking == "shared"
     require_capability(not shared or "shared_memory" in inspect.signature(curriculum_factory).parameters,
                        "this curriculum factory takes no `shared_memory` option: worker processes cannot share it")
@@ -224,8 +258,11 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             _STOP_WHILE_SENDING.value = processes[victim].pid
         elif fault == "exited":
             (_EXIT_IN_RESET if then == "reset" else _EXIT_IN_STEP).value = processes[victim].pid
+        elif fault == "raised":
+            os.kill(processes[victim].pid, _RAISE_ON)
         else:
-            os.kill(processes[victim].pid, signal.SIGSTOP if fault == "stopped" else signal.SIGKILL)
+            os.kill(processes[victim].pid, signal.SIGSTOP if fault == "stopped" else
+                    LIMITS.unnamed_signal if fault == "killed_unnamed" else signal.SIGKILL)
             if fault == "killed_gone":
                 processes[victim].join(timeout=LIMITS.deadline)
         struck = time.monotonic()
@@ -240,7 +277,7 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"worker {victim} {fault}, then {then}(): expected WorkerProcessError naming worker {victim} within "
             f"{steps_after} steps, got {error!r}, seed {scenario_seed}")
         how = [str(processes[victim].pid), *_HOW_IT_ENDED.get(fault, ())]  # (the module's docs: pid, code or signal)
-        if fault == "exited":  # it ended in the call it was asked, not after an earlier one
+        if fault in ("exited", "raised"):  # it ended in the call it was asked, not after an earlier one
             how.append(f"during its {then}")
         assert all(part in str(error) for part in how), (
             f"worker {victim} {fault}, then {then}(): the error does not say how the worker ended, expected "
@@ -258,7 +295,8 @@ def test_a_dead_or_frozen_worker_is_named_never_waited_on(curriculum_factory, re
             f"{len(_MADE_BY_THE_TRAINER) - made_before} env(s) it made in the trainer's process are still open, seed "
             f"{scenario_seed}")
         ends = {i: p.exitcode for i, p in enumerate(processes)
-                if not (fault in ("killed", "killed_gone", "killed_under_timeout", "exited") and i == victim)}
+                if not (fault in ("killed", "killed_gone", "killed_under_timeout", "killed_unnamed", "exited", "raised")
+                        and i == victim)}
         killed = {i: code for i, code in ends.items() if code != -signal.SIGTERM}
         assert not killed, (
             f"worker {victim} {fault}: workers {sorted(killed)} ended with exit codes {killed}, not by SIGTERM (a "
@@ -499,11 +537,42 @@ def test_batches_never_wait_on_workers_they_do_not_need(curriculum_factory, requ
         getattr(curriculum, "close", lambda: None)()
 
 
-def _trainer(conn) -> None:
+_cleanup_marks = ""
+"""Where a worker's env marks that its SIGTERM cleanup ran (set in a trainer before it forks its workers)."""
+_trainer_pid = 0
+
+
+def _mark_cleanup(signum: int, frame: Any) -> None:
+    with open(os.path.join(_cleanup_marks, str(os.getpid())), "w"):
+        pass
+    os._exit(0)
+
+
+def _env_cleaning_up(buf=None, seed=0):
+    """An env that shuts down what it started when its worker gets SIGTERM (its handler)."""
+    signal.signal(signal.SIGTERM, _mark_cleanup)
+    return _env(buf=buf, seed=seed)
+
+
+def _env_building_for_good(buf=None, seed=0):
+    """An env whose constructor never returns in a worker (it waits for a server that never
+    answers), after writing the worker's pid where the test reads it."""
+    if os.getpid() != _trainer_pid:
+        with open(os.path.join(_cleanup_marks, f"building-{os.getpid()}"), "w"):
+            pass
+        time.sleep(600)
+    return _env(buf=buf, seed=seed)
+
+
+def _trainer(conn, marks: str, building: bool = False) -> None:
     """A trainer (forked, as a launcher starts one): a shared-curriculum vector, a few steps, its
-    worker pids sent back, then it waits to be killed."""
+    worker pids sent back, then it waits to be killed. Its workers' envs mark in `marks` that
+    their SIGTERM cleanup ran; `building`: the envs never finish building (no pids are sent)."""
+    global _cleanup_marks, _trainer_pid
+    _cleanup_marks, _trainer_pid = marks, os.getpid()
     curriculum = Curriculum(_config(0), shared_memory=True)
-    vecenv = make_curriculum_vecenv(_env, curriculum, backend="Multiprocessing", tracking="shared",
+    vecenv = make_curriculum_vecenv(_env_building_for_good if building else _env_cleaning_up, curriculum,
+                                    backend="Multiprocessing", tracking="shared",
                                     num_envs=LIMITS.num_envs, num_workers=LIMITS.num_workers, overwork=True)
     vecenv.reset(seed=0)
     for _ in range(LIMITS.steps_before):
@@ -613,26 +682,49 @@ def test_a_worker_holds_as_much_with_one_env_as_with_many(uses_builtin_curriculu
         f"each but {held[1]} with 1: what a worker opens once per process was opened once per env")
 
 
-def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability) -> None:
+def _pids_building(marks: str, count: int) -> list[int]:
+    """The pids of the `count` workers that began building their envs (waits up to the deadline)."""
+    deadline = time.monotonic() + LIMITS.deadline
+    while time.monotonic() < deadline:
+        pids = [int(name.split("-")[1]) for name in os.listdir(marks) if name.startswith("building-")]
+        if len(pids) == count:
+            return sorted(pids)
+        time.sleep(0.05)
+    return []
+
+
+def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability, tmp_path) -> None:
     """A trainer SIGKILLed mid-run (the OOM killer), one whose workers a fork server started
-    SIGKILLed too, and one whose script returns without `close()`: each exits within
-    `LIMITS.deadline` and no worker process is left running (orphans would hold their cores,
-    and the shared memory, until the machine restarts); the returning one exits with 0 and no
-    warning or error on stderr (such as multiprocessing's resource tracker reporting leaked
-    shared memory). The three trainers run side by side."""
+    SIGKILLed too, one SIGKILLed while its workers still build their envs, and one whose script
+    returns without `close()`: each exits within `LIMITS.deadline` and no worker process is
+    left running (orphans would hold their cores, and the shared memory, until the machine
+    restarts); the workers of the one killed mid-run end by SIGTERM, so their envs' own
+    SIGTERM handlers shut down what they started (a simulator, a server); the returning one
+    exits with 0 and no warning or error on stderr (such as multiprocessing's resource tracker
+    reporting leaked shared memory). The four trainers run side by side."""
     require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
     returning = subprocess.Popen([sys.executable, "-c", _RETURNING_TRAINER], stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
     forkserved = subprocess.Popen([sys.executable, "-c", _FORK_SERVER_TRAINER], stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True)
+    marks, building_marks = tmp_path / "killed", tmp_path / "building"
+    marks.mkdir()
+    building_marks.mkdir()
     here, there = mp.get_context("fork").Pipe()
-    killed = mp.get_context("fork").Process(target=_trainer, args=(there,))
+    killed = mp.get_context("fork").Process(target=_trainer, args=(there, str(marks)))
     killed.start()
+    building = mp.get_context("fork").Process(target=_trainer, args=(None, str(building_marks), True))
+    building.start()
     workers: dict[str, list[int]] = {}
     try:
         assert here.poll(LIMITS.deadline), "the trainer to be killed sent no worker pids"
         workers["killed"] = here.recv()
         os.kill(killed.pid, signal.SIGKILL)
+        workers["killed while its workers build their envs"] = _pids_building(str(building_marks),
+                                                                             LIMITS.num_workers)
+        assert workers["killed while its workers build their envs"], (
+            "the trainer whose workers build their envs for good started no worker")
+        os.kill(building.pid, signal.SIGKILL)
         workers["returned without close"] = [int(pid) for pid in returning.stdout.readline().split()]
         assert workers["returned without close"], f"the returning trainer did not start: {returning.stderr.read()}"
         served = "killed, its workers started by a fork server"
@@ -656,14 +748,19 @@ def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capabil
         assert not any(left.values()), (
             f"worker processes still run {LIMITS.deadline} s after their trainer ended: "
             f"{ {end: pids for end, pids in left.items() if pids} }")
+        cleaned = sorted(int(name) for name in os.listdir(marks))
+        assert cleaned == sorted(workers["killed"]), (
+            f"the workers {sorted(workers['killed'])} of a trainer killed mid-run ended, but only {cleaned} ran their "
+            "envs' SIGTERM handler: the others were killed outright, and what their envs started is left running")
     finally:
         for trainer in (returning, forkserved):
             if trainer.poll() is None:
                 trainer.kill()
             trainer.wait()
-        if killed.is_alive():
-            killed.kill()
-        killed.join(timeout=10)
+        for trainer in (killed, building):
+            if trainer.is_alive():
+                trainer.kill()
+            trainer.join(timeout=10)
         for pid in (pid for pids in workers.values() for pid in pids):
             if is_running(pid):
                 os.kill(pid, signal.SIGKILL)
