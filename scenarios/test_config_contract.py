@@ -301,7 +301,8 @@ def _vector_checks(backend: str = "Serial", **options: Any) -> None:
         curriculum.close()
 
 
-NOT_TIMEOUTS = (0, 0.0, -1.0, NAN, INF, True, "5")
+NOT_TIMEOUTS = (0, 0.0, -1.0, NAN, INF, 10**400, True, "5")
+"""Outside every timeout's domain (None or a finite number > 0): 10**400 is a finite int no float holds."""
 LIMITS_LAYOUT_ENVS = 12
 """The layout check runs every `num_envs` up to this and every batch size of each."""
 
