@@ -44,7 +44,7 @@ import copy
 import math
 import os
 from collections import OrderedDict, UserDict, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final
 
 import gymnasium
@@ -94,10 +94,11 @@ the info of the step at which the first agents are cut, and not at the episode's
 agents ending together, as "info"). "mixed": as "info", but at the cut's step only agent 0 is
 truncated, and the other agents ending then terminate (they finished as the env cut the first):
 a cut is an episode end with some agent truncated and the flag set, not one with all of them."""
-INFO_FORMATS: Final = ("list", "dict", "log", "none")
+INFO_FORMATS: Final = ("list", "dict", "log", "none", "dict-log")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts (its reset's too), one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's),
-or a list holding the env's one log dict at every step (a wrapper must not write into it)."""
+or a list holding the env's one log dict at every step (a wrapper must not write into it);
+"none", a list, None on ordinary steps; "dict-log", the env's one log dict itself at every step."""
 REWARD_WRITES: Final = ("every_step", "at_end")
 """How an `ExactAccountingEnv` writes rewards: `every_step`, each agent's reward at every step
 of its episode; `at_end`, each agent's whole return at its done step and nothing at any other
@@ -363,7 +364,8 @@ class ExactAccountingEnv(_HarnessEnv):
     (zero), the keys of the ended episode's info; or "log", one list `[log]` returned at every
     step, one dict for the env's life in which the env replaces the keys it wrote the step before by this step's
     (the step number, or the episode's info) and leaves any other key as it finds it, as an
-    env that keeps a running log does; or "none", a list whose ordinary steps return None (no
+    env that keeps a running log does; or "dict-log", that log dict itself at every step (its
+    reset's: a new empty dict); or "none", a list whose ordinary steps return None (no
     infos at all) instead of an empty list. `rewards` (constructor, `REWARD_WRITES`):
     `at_end` writes each agent's return at its done step only and nothing else (no after-done
     reward either: the buffer keeps what it held, which a wrapper must not count again).
@@ -418,8 +420,10 @@ class ExactAccountingEnv(_HarnessEnv):
         self._dict_infos = infos == "dict"
         self._none_infos = infos == "none"
         self._list_infos = infos == "list"
-        self._log: dict[str, Any] | None = {} if infos == "log" else None
-        self._log_list: list[dict[str, Any]] = [self._log] if self._log is not None else []
+        self._log: dict[str, Any] | None = {} if infos in ("log", "dict-log") else None
+        self._log_list: list[dict[str, Any]] | dict[str, Any] = \
+            self._log if infos == "dict-log" else [self._log] if self._log is not None else []
+        self._reset_info: Callable[[], Any] = dict if infos == "dict-log" else list
         self._log_keys: tuple[str, ...] = ()
         if done_flags not in DONE_FLAG_MODES:
             raise ValueError(f"Expected `done_flags` to be one of {DONE_FLAG_MODES!r}, received {done_flags!r}")
@@ -512,9 +516,9 @@ class ExactAccountingEnv(_HarnessEnv):
             return self._dict_info(info) if self._dict_infos else [info]
         return self._no_info()
 
-    def _logged(self, info: dict[str, Any]) -> list[dict[str, Any]]:
+    def _logged(self, info: dict[str, Any]) -> list[dict[str, Any]] | dict[str, Any]:
         """`info` written into the env's one log dict (its keys of the step before removed),
-        returned in the env's one list: an env that keeps both for its life."""
+        returned in the env's one list (or, "dict-log", itself): an env that keeps both for its life."""
         log = self._log
         for key in self._log_keys:
             log.pop(key, None)
@@ -574,7 +578,7 @@ class ExactAccountingEnv(_HarnessEnv):
             return self.observations, self._dict_info({"exact_accounting": {"episode_return": 0.0, "episode_length": 0}})
         if self._list_infos:  # a list of dicts, as pufferlib asks of a PufferEnv's reset
             return self.observations, [{"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}]
-        return self.observations, []
+        return self.observations, self._reset_info()
 
     def step(
         self, actions: np.ndarray

@@ -262,9 +262,9 @@ def test_every_agent_count_scores_each_episode_once(curriculum_factory, curricul
     `at_end`: a sparse env that writes each return at its agent's done step and nothing in
     between, relying on its `reset()` having zeroed the reward buffer (a wrapper that shows the
     trainer the ended step's rewards across an auto-reset must put the env's back). With held
-    flags the env returns its one log dict at every step, as envs that keep a running log do:
-    a wrapper that writes its episode entries into it reports the episode again at every later
-    step. The env's flag buffers are any numeric arrays, as documented: with a `score_fn` its
+    flags the env returns its one log dict at every step, as envs that keep a running log do,
+    in a list, and with pulsed flags and sparse rewards the dict itself: a wrapper that writes
+    its episode entries into it reports the episode again at every later step. The env's flag buffers are any numeric arrays, as documented: with a `score_fn` its
     terminals are int64, with sparse rewards its truncations float32, so two of every four
     combinations have flag buffers of different widths."""
     score_fn = _weighted_score if score == "score_fn" else None
@@ -274,7 +274,8 @@ def test_every_agent_count_scores_each_episode_once(curriculum_factory, curricul
     watcher = oracle(context=context, score_fn=score_fn)
     curriculum = curriculum_factory(agent_config(scenario_seed, num_agents))
     inner = ExactAccountingEnv(num_agents=num_agents, done_flags=done_flags, after_done_reward=LIMITS.after_done_reward,
-                               reports_returns=done_flags == "hold", infos="log" if done_flags == "hold" else "dict",
+                               reports_returns=done_flags == "hold",
+                               infos="log" if done_flags == "hold" else "dict-log" if rewards == "at_end" else "dict",
                                rewards=rewards, seed=scenario_seed, buf=_buffers(num_agents, *flags))
     env = curriculum_env_class(
         inner, watcher.watch(curriculum), seed=scenario_seed, score_fn=score_fn, stats_interval=LIMITS.stats_interval)

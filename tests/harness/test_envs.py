@@ -388,7 +388,7 @@ def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() 
     assert record.reported["exact_accounting"]["episode_return"] == 1.5
     assert type(reset_info) is dict and type(info) is OrderedDict  # (a dict subclass once an odd number ended)
     with pytest.raises(ValueError,
-                       match="^Expected `infos` to be one of \\('list', 'dict', 'log', 'none'\\), received 'tuple'$"):
+                       match="^Expected `infos` to be one of \\('list', 'dict', 'log', 'none', 'dict-log'\\), received 'tuple'$"):
         ExactAccountingEnv(infos="tuple")
 
 
@@ -413,6 +413,23 @@ def test_exact_accounting_log_infos_are_one_dict_whose_own_keys_the_env_rewrites
     env.reset()
     (after,) = env.step(actions)[4]
     assert after is log and after == {"exact_accounting": {"step": 1}, "written_by_a_wrapper": 1}
+
+
+def test_exact_accounting_dict_log_infos_are_the_log_dict_itself() -> None:
+    env = ExactAccountingEnv(reward_per_step=0.5, episode_length=2, infos="dict-log")
+    assert env.reset()[1] == {}
+    actions = np.zeros(1, dtype=np.int32)
+    log = env.step(actions)[4]
+    assert log == {"exact_accounting": {"step": 1}}
+    log["written_by_a_wrapper"] = 1
+    end = env.step(actions)[4]
+    assert end is log and end["exact_accounting"] == {"episode_return": 1.0, "episode_length": 2}
+    assert end["written_by_a_wrapper"] == 1
+
+
+def test_exact_accounting_list_infos_reset_with_one_dict_of_the_new_episode() -> None:
+    env = ExactAccountingEnv(episode_length=2)
+    assert env.reset()[1] == [{"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}]
 
 
 def test_exact_accounting_episode_counter_counts_every_ended_episode() -> None:
