@@ -14,6 +14,7 @@ import random
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Integral
 from typing import Any
 
 from curriculum.errors import CurriculumConfigError
@@ -65,9 +66,11 @@ def _check_label(label: Any) -> None:
         raise CurriculumConfigError(f"Expected `label` to be a string, received {label!r}")
 
 
-def _check_seed(seed: Any) -> None:
-    if not isinstance(seed, int) or isinstance(seed, bool):
+def _check_seed(seed: Any) -> int:
+    """`seed` as a plain int: numpy integers are seeds here as everywhere else in the library."""
+    if not isinstance(seed, Integral) or isinstance(seed, bool):
         raise CurriculumConfigError(f"Expected `seed` to be an integer, received {seed!r}")
+    return int(seed)
 
 
 class TaskGenerator(ABC):
@@ -137,7 +140,7 @@ class WeightedTaskSetGenerator(TaskGenerator):
                 )
             if not (_is_finite_number(weight) and weight >= 0.0):
                 raise CurriculumConfigError(f"Expected the weights in `children` to be finite and >= 0, received {weight!r}")
-        _check_seed(seed)
+        seed = _check_seed(seed)
         total = sum(w for _, w in pairs)
         if total <= 0.0:
             raise CurriculumConfigError(f"Expected the weights in `children` to sum to > 0, received {total!r}")
@@ -224,7 +227,7 @@ class BucketedTaskGenerator(TaskGenerator):
             )
         if label is not None:
             _check_label(label)
-        _check_seed(seed)
+        seed = _check_seed(seed)
         for key, values in buckets.items():
             if not (isinstance(key, str) and key and all(key.split("."))):
                 raise CurriculumConfigError(f"Expected bucket keys to be dotted paths like 'a.b', received {key!r}")

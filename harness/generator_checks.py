@@ -34,6 +34,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from curriculum import BucketedTaskGenerator, SingleTaskGenerator, TaskGenerator, ValueRange, WeightedTaskSetGenerator
 from harness.copies import plain_copy
 
@@ -66,8 +68,9 @@ def _bucketed(spec: GeneratorSpec, seed: int) -> BucketedTaskGenerator:
                                  value_labels=spec.value_labels, seed=seed)
 
 
-_GRID = GeneratorSpec(  # (containers other than dict and list in the base: a task keeps their types)
-    base={"game": {"name": "maze", "map": {"width": 0, "walls": [1, 2]}}, "mode": "train",
+_GRID = GeneratorSpec(  # (containers other than dict and list in the base: a task keeps their types; a bucket
+    # key into an OrderedDict section sets its value there, beside the section's other keys)
+    base={"game": {"name": "maze", "map": OrderedDict(width=0, walls=[1, 2])}, "mode": "train",
           "rewards": defaultdict(float, goal=1.0)},
     buckets={"game.map.width": [10, 20, 40], "difficulty": [0, 1, 2, 3, 4], "opponents": [[1], [1, 2], [3]]},
     # the label map names a value the bucket does not hold (one map shared by several generators):
@@ -118,12 +121,17 @@ def weight_of(weight: float | None) -> float:
     return 1.0 if weight is None else weight
 
 
-def build(spec: GeneratorSpec, seed: int) -> TaskGenerator:
-    """The built-in generator `spec` describes."""
+def build(spec: GeneratorSpec, seed: int, *, numpy_numbers: bool = False) -> TaskGenerator:
+    """The built-in generator `spec` describes (`numpy_numbers`: its seeds and weights given as
+    numpy scalars, as a config read with numpy gives them: the same generator)."""
+    if numpy_numbers:
+        seed = np.int64(seed)
     if spec.children:
         # every child with the set's seed, as users write it: the pick must not follow the children's draws
-        return WeightedTaskSetGenerator([build(child, seed) if weight is None else (build(child, seed), weight)
-                                         for child, weight in spec.children], seed=seed)
+        children = [build(child, seed, numpy_numbers=numpy_numbers) for child, _ in spec.children]
+        return WeightedTaskSetGenerator([
+            child if weight is None else (child, np.float64(weight) if numpy_numbers else weight)
+            for child, (_, weight) in zip(children, spec.children)], seed=seed)
     if spec.buckets:
         return _bucketed(spec, seed)
     return SingleTaskGenerator(spec.base, label=spec.label)

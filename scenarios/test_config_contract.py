@@ -216,9 +216,9 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("BucketedTaskGenerator.base_cfg a mapping", lambda v: BucketedTaskGenerator(v, {"a": [1]}), None,
      ({}, {"level": 1}), ([("level", 1)], "level", None, [])),
     ("BucketedTaskGenerator.seed an integer", lambda v: BucketedTaskGenerator({}, {"a": [1]}, seed=v), "seed",
-     (0, 2**40), NOT_INTS),
+     (0, 2**40, np.int64(3), np.uint32(3)), NOT_INTS),
     ("WeightedTaskSetGenerator.seed an integer", lambda v: WeightedTaskSetGenerator([_generator()], seed=v), "seed",
-     (0, 2**40), NOT_INTS),
+     (0, 2**40, np.int64(3)), NOT_INTS),
 ]
 
 

@@ -48,6 +48,22 @@ def test_tasks_are_what_the_generator_declares(name, ids, scenario_seed) -> None
         f"{Z:g} standard deviations):\n  " + "\n  ".join(problems[:12]))
 
 
+def test_numpy_numbers_for_its_seed_and_weights_give_the_same_generator(scenario_seed) -> None:
+    """A generator whose seed and weights come as numpy scalars (a config read with numpy)
+    describes itself as, and gives every task of, the one built from plain numbers: a
+    checkpoint or an attaching process that finds the two alike must find the same tasks."""
+    ids = _ids("pool")[:LIMITS.cross_process_tasks] + _ids("far")[:LIMITS.cross_process_tasks]
+    for name, spec in REFERENCE_GENERATORS.items():
+        plain, numpy_built = build(spec, scenario_seed), build(spec, scenario_seed, numpy_numbers=True)
+        described = json.dumps(plain.describe(), sort_keys=True, default=repr)
+        assert json.dumps(numpy_built.describe(), sort_keys=True, default=repr) == described, (
+            f"{name} generator: numpy numbers for its seed and weights change describe(), seed {scenario_seed}")
+        differ = [i for i in ids if numpy_built.generate(i) != plain.generate(i)]
+        assert not differ, (
+            f"{name} generator: numpy numbers for its seed and weights give other tasks for {len(differ)} of "
+            f"{len(ids)} ids (first {differ[:3]}), with the same describe(), seed {scenario_seed}")
+
+
 def test_another_process_generates_the_same_tasks(scenario_seed) -> None:
     ids = _ids("pool")[:LIMITS.cross_process_tasks] + _ids("far")[:LIMITS.cross_process_tasks]
     problems = same_in_another_process(list(REFERENCE_GENERATORS), scenario_seed, ids, hash_seed=scenario_seed + 1)
