@@ -13,7 +13,8 @@ per task config and back).
 And a seed means one stream however it is set (seed 0 included, the value a truthiness test
 takes for "no seed"): `reseed(s)` on a curriculum that has already run, the gymnasium
 wrapper's `reset(seed=s)` after episodes have ended, and a process attaching to a shared
-curriculum with `seed=s` all draw what a fresh curriculum reseeded with s draws. And both
+curriculum with `seed=s` all draw what a fresh curriculum reseeded with s draws, and a wrapper
+built without a seed leaves the stream alone. And both
 seeds count: no two (config seed, worker seed) pairs draw the same stream (a stream seeded
 with their sum makes config seed 1 on worker 0 a copy of config seed 0 on worker 1, so the
 "independent" seeds of a sweep rerun each other's workers).
@@ -282,6 +283,31 @@ def test_every_new_curriculum_wrapped_with_a_seed_takes_it(curriculum_factory, r
     assert not differ, (
         f"of {LIMITS.sweep_builds} curricula built one after another in one process, each wrapped with seed={seed}, "
         f"builds {differ} did not draw the seed's stream ({expected[:8]}...), seed {scenario_seed}")
+
+
+@pytest.mark.parametrize("wrapper", ["CurriculumEnv", "GymCurriculumEnv"])
+def test_a_wrapper_built_without_a_seed_leaves_the_stream_alone(curriculum_factory, scenario_seed, wrapper) -> None:
+    """A wrapper built without `seed` (the usual call, and the resume flow: a checkpoint loaded,
+    then the env built over it) leaves the curriculum's sampling stream where its seed and its
+    history put it: it draws what the same curriculum unwrapped draws."""
+    config = stream_config(scenario_seed, UniformConfig())
+    curricula = [curriculum_factory(config) for _ in range(2)]
+    try:
+        for curriculum in curricula:  # the same history: some draws
+            for _ in range(LIMITS.stream_draws):
+                curriculum.get_task()
+        if wrapper == "CurriculumEnv":
+            env = CurriculumEnv(ExactAccountingEnv(), curricula[1])
+        else:
+            env = GymCurriculumEnv(GymExactAccountingEnv(), curricula[1])
+        unwrapped, wrapped = ([c.get_task().task_id for _ in range(LIMITS.stream_draws)] for c in curricula)
+        env.close()
+        assert wrapped == unwrapped, (
+            f"{wrapper} built without a seed moved the curriculum's stream: it draws {wrapped[:8]}..., the same "
+            f"curriculum unwrapped {unwrapped[:8]}..., seed {scenario_seed}")
+    finally:
+        for curriculum in curricula:
+            getattr(curriculum, "close", lambda: None)()
 
 
 class _Unhashable:
