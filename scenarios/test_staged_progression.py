@@ -135,6 +135,33 @@ def _sweep_stage_rule(curriculum_factory, oracle, scenario_seed: int, minimum: i
     watcher.verify()
 
 
+@pytest.mark.parametrize(("threshold", "score_range"), [(0.7, (0.0, 1.0)), (1.0, (0.0, 1.0)), (1.0, (0.0, 3.0))])
+def test_a_window_a_hair_below_the_threshold_never_advances(curriculum_factory, scenario_seed, oracle, threshold,
+                                                            score_range) -> None:
+    """Every score a hair (1e-10 of the range) below the advancement threshold, the top of the
+    range included: the window's mean is below it, and the stage never advances (a stage moved
+    by a tolerance band, not by the scores, promotes a student who never met the bar). The
+    oracle replays the rule exactly."""
+    bottom, top = score_range
+    stages = [Stage(f"s{i}", LabelledTaskGenerator(BucketedTaskGenerator({"task_index": i}, {}, label=f"task_{i}",
+                                                                        seed=scenario_seed)))
+              for i in range(LIMITS.num_stages)]
+    window = LIMITS.sweep_max
+    config = CurriculumConfig(algorithm=StagedProgressionConfig(
+        stages=stages, advancement_threshold=threshold, min_episodes=window, window=window),
+        num_active_tasks=LIMITS.pool, seed=scenario_seed, score_range=score_range)
+    watcher = oracle(context=f"scores a hair below threshold {threshold}, score_range {score_range}")
+    curriculum = watcher.watch(curriculum_factory(config))
+    score = bottom + (threshold - 1e-10) * (top - bottom)
+    for _ in range(LIMITS.sweep_episodes):
+        curriculum.update_task_performance(curriculum.get_task().task_id, score)
+    stage = curriculum.stage
+    watcher.verify()
+    assert stage == 0, (
+        f"{LIMITS.sweep_episodes} scores of {score!r}, below advancement_threshold={threshold} (score_range "
+        f"{score_range}), moved the stage to {stage}, seed {scenario_seed}")
+
+
 def _broadcast(current: dict[str, int], stage: int) -> dict[str, int]:
     """A stage sync a main curriculum ahead of `current` could send for `stage` (every change
     moves one stage, from stage 0)."""
