@@ -424,6 +424,54 @@ def test_a_score_fn_that_raises_reaches_the_trainer_as_its_own_error(curriculum_
         f"{scenario_seed}")
 
 
+class _NanPayingEnv(ExactAccountingEnv):
+    """Pays NaN at the first step of every episode (its reward code divided by zero)."""
+
+    def step(self, actions: Any) -> Any:
+        result = super().step(actions)
+        if self.steps_taken % 2 == 1:
+            self.rewards[:] = np.nan
+        return result
+
+
+class _GymNanPayingEnv(GymExactAccountingEnv):
+    def step(self, action: Any) -> Any:
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, math.nan if not (terminated or truncated) else reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize("wrapper", ["pufferlib", "gymnasium"])
+def test_an_episode_with_a_nan_reward_is_refused_not_recorded(curriculum_factory, curriculum_env_class,
+                                                              scenario_seed, wrapper) -> None:
+    """An env that pays a NaN reward (a division by zero in its reward code): the episode's
+    return, and so its score, is NaN, which no curriculum can learn from. The wrapper refuses it
+    at the episode's end (`InvalidScoreError` from `step()`) and records nothing."""
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25}, label="nan"),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
+    if wrapper == "pufferlib":
+        env, action = curriculum_env_class(_NanPayingEnv(), curriculum, seed=scenario_seed), \
+            np.zeros(1, dtype=np.int32)
+    else:
+        env, action = GymCurriculumEnv(_GymNanPayingEnv(), curriculum, seed=scenario_seed), 0
+    try:
+        env.reset(seed=scenario_seed)
+        raised = None
+        try:
+            for _ in range(2):  # (the episode ends at its second step)
+                env.step(action)
+        except Exception as error:  # noqa: BLE001 - its kind is the check
+            raised = error
+        stats = curriculum.stats()
+        recorded = stats.get("total_completions", 0) + stats.get("late_completions", 0)
+        assert isinstance(raised, InvalidScoreError) and recorded == 0, (
+            f"{type(env).__name__}: an episode of NaN rewards ended with {raised!r} and {recorded} completions "
+            f"recorded; expected InvalidScoreError and none, seed {scenario_seed}")
+    finally:
+        env.close()
+        getattr(curriculum, "close", lambda: None)()
+
+
 #: What an env that forwards numbers it logged writes in its own infos under the wrapper's names:
 #: a count and a task id no episode of this wrapper has.
 _ECHOED = {"curriculum_stats/episodes": 0, "curriculum_stats/task_id": -1}
