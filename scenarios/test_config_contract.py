@@ -857,6 +857,28 @@ def test_every_argument_of_every_entry_point_has_its_domain_checked() -> None:
     assert not missing, f"arguments whose documented domain no row of OPTIONS or ARGUMENTS checks: {missing}"
 
 
+def _defaults() -> dict[str, Any]:
+    """Every default a user gets without naming it: each config class's fields (as `describe()`
+    gives them) and each entry point's keyword defaults."""
+    stage = Stage("only", SingleTaskGenerator({}))
+    configs = {"CurriculumConfig": CurriculumConfig(task_generator=SingleTaskGenerator({})),
+               "LearningProgressConfig": LearningProgressConfig(), "UniformConfig": UniformConfig(),
+               "StagedProgressionConfig": StagedProgressionConfig(stages=[stage])}
+    described = {name: json.loads(json.dumps(config.describe(), sort_keys=True, default=repr))
+                 for name, config in configs.items()}
+    keywords = {getattr(entry, "__qualname__", str(entry)): {
+        parameter.name: repr(parameter.default) for parameter in inspect.signature(entry).parameters.values()
+        if parameter.default is not parameter.empty} for entry, _ in ENTRY_POINTS}
+    return {"configs": described, "entry points": keywords}
+
+
+def test_every_default_is_the_golden_one(golden) -> None:
+    """The defaults a run gets without naming them (a staged window, a learning-progress rate, a
+    wrapper's seed or stats interval): a changed default changes every run that relied on it, a
+    behaviour change to review through the golden diff (`--snapshot-update`), never a silent one."""
+    golden(_defaults())
+
+
 #: each named error and the builtin kind its documentation (`curriculum.errors`, `docs/protocol.md`)
 #: says it is: what a caller's `except ValueError` or `except TimeoutError` relies on
 ERROR_KINDS = {"CurriculumConfigError": ValueError, "InvalidScoreError": ValueError, "UnknownTaskError": LookupError,
