@@ -1855,8 +1855,34 @@ def test_a_creator_killed_outright_leaves_no_block_behind(uses_builtin_curriculu
 _LIBRARY = os.path.dirname(os.path.abspath(memory.__file__))
 
 
+def _repair_in_a_fork(curriculum, kill_at: int | None) -> int | None:
+    """In a forked copy: the lock taken, which repairs what a killed holder left open, the copy
+    killed just before the `kill_at`-th line the library runs for it; the lines it ran when it
+    was not killed (the lock then released)."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        try:
+            os.close(read)
+
+            def kill(line: int) -> None:
+                if line == kill_at:
+                    os._exit(0)
+
+            _, lines = _traced(curriculum.tracker.lock.acquire, kill)
+            curriculum.tracker.lock.release()
+            os.write(write, str(lines).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read, "rb") as pipe:
+        out = pipe.read()
+    return int(out) if out else None
+
+
 def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | None, *,
-                        close_first: bool = False) -> int | None:
+                        close_first: bool = False, repair: bool = True) -> int | None:
     """In a forked copy: a completion of `before` (untraced), then one of `task_id`, the copy
     killed (`os._exit`: no cleanup, no lock released) just before the `kill_at`-th line the
     library runs for it (`close_first`: after closing its curriculum there, as a signal
@@ -1883,8 +1909,9 @@ def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | No
     os.waitpid(pid, 0)
     with os.fdopen(read, "rb") as pipe:
         out = pipe.read()
-    curriculum.tracker.lock.acquire()  # the next holder: repairs what a killed one left open
-    curriculum.tracker.lock.release()
+    if repair:
+        curriculum.tracker.lock.acquire()  # the next holder: repairs what a killed one left open
+        curriculum.tracker.lock.release()
     return int(out) if out else None
 
 
@@ -1898,7 +1925,9 @@ def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(us
     completion: the lock, the journal, the rows, the eviction, the refresh after it), one run
     per line from the same committed state. Once the next holder repaired the block, its
     arrays must be those of a state the runs left whenever the kill landed outside a
-    transaction: an interrupted transaction rolled back exactly, every committed one kept."""
+    transaction: an interrupted transaction rolled back exactly, every committed one kept. And
+    the repairer dies too: after the writer killed last in its section, the next holder is
+    killed at each line of its repair, and the holder after it must still leave such a state."""
     require_capability(uses_builtin_curriculum, "kills a writer inside the built-in shared tracker's sections")
     curriculum = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=LIMITS.kill_pool,
                                     evicting=True)
@@ -1959,6 +1988,29 @@ def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(us
             f"{len(unlike)} of {len(closed)} writers that closed their curriculum inside a transaction, then exited, "
             "left a state unlike that of a writer killed at the same line (closing must not commit half a "
             f"transaction): (line, arrays that differ) {unlike[:5]}, seed {scenario_seed}")
+        # the repairer killed too: after the writer killed last in its section (its rows, the
+        # memory and the rarely written arrays written), the next holder dies at each line of
+        # its repair, and the holder after it must still roll the dead writer back exactly
+        late = repaired[-1][0]
+        curriculum.load_state(start)
+        _complete_in_a_fork(curriculum, before, target, late, repair=False)
+        repair_lines = _repair_in_a_fork(curriculum, None)
+        assert repair_lines, f"the repair after a writer killed at line {late} ran no line, seed {scenario_seed}"
+        twice = []
+        for kill_repair_at in range(1, repair_lines + 1):
+            curriculum.load_state(start)
+            _complete_in_a_fork(curriculum, before, target, late, repair=False)
+            _repair_in_a_fork(curriculum, kill_repair_at)
+            curriculum.tracker.lock.acquire()  # the holder after both
+            curriculum.tracker.lock.release()
+            state = tracker.snapshot()
+            if not any(same(state, c) for c in committed):
+                twice.append((kill_repair_at, sorted(name for name in state
+                                                     if not any(np.array_equal(state[name], c[name]) for c in committed))))
+        assert not twice, (
+            f"{len(twice)} of {repair_lines} repairers killed in their repair of a writer killed at line {late} left, "
+            f"once the next holder repaired, a state no run of whole transactions leaves: (repair line killed at, "
+            f"arrays unlike any committed state) {twice[:5]}, seed {scenario_seed}")
     finally:
         curriculum.close()
 
