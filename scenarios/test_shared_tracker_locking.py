@@ -34,6 +34,7 @@ import threading
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from fractions import Fraction
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -1855,23 +1856,15 @@ def test_a_creator_killed_outright_leaves_no_block_behind(uses_builtin_curriculu
 _LIBRARY = os.path.dirname(os.path.abspath(memory.__file__))
 
 
-def _repair_in_a_fork(curriculum, kill_at: int | None) -> int | None:
-    """In a forked copy: the lock taken, which repairs what a killed holder left open, the copy
-    killed just before the `kill_at`-th line the library runs for it; the lines it ran when it
-    was not killed (the lock then released)."""
+def _lines_in_a_fork(run: Callable[[], int]) -> int | None:
+    """`run()` in a forked copy, which ends there (`os._exit`: no cleanup, no lock released);
+    the lines it reports when it returns, None when it was killed before."""
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
             os.close(read)
-
-            def kill(line: int) -> None:
-                if line == kill_at:
-                    os._exit(0)
-
-            _, lines = _traced(curriculum.tracker.lock.acquire, kill)
-            curriculum.tracker.lock.release()
-            os.write(write, str(lines).encode())
+            os.write(write, str(run()).encode())
         finally:
             os._exit(0)
     os.close(write)
@@ -1879,6 +1872,26 @@ def _repair_in_a_fork(curriculum, kill_at: int | None) -> int | None:
     with os.fdopen(read, "rb") as pipe:
         out = pipe.read()
     return int(out) if out else None
+
+
+def _killed_at(kill_at: int | None, before_exit: Callable[[], None] = lambda: None) -> Callable[[int], None]:
+    """A `_traced` step that ends the process just before line `kill_at`."""
+    def kill(line: int) -> None:
+        if line == kill_at:
+            before_exit()
+            os._exit(0)
+    return kill
+
+
+def _repair_in_a_fork(curriculum, kill_at: int | None) -> int | None:
+    """In a forked copy: the lock taken, which repairs what a killed holder left open, the copy
+    killed just before the `kill_at`-th line the library runs for it; the lines it ran when it
+    was not killed (the lock then released)."""
+    def run() -> int:
+        _, lines = _traced(curriculum.tracker.lock.acquire, _killed_at(kill_at))
+        curriculum.tracker.lock.release()
+        return lines
+    return _lines_in_a_fork(run)
 
 
 def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | None, *,
@@ -1886,33 +1899,22 @@ def _complete_in_a_fork(curriculum, before: Any, task_id: int, kill_at: int | No
     """In a forked copy: a completion of `before` (untraced), then one of `task_id`, the copy
     killed (`os._exit`: no cleanup, no lock released) just before the `kill_at`-th line the
     library runs for it (`close_first`: after closing its curriculum there, as a signal
-    handler that closes it and exits does); returns the lines it ran when it was not killed."""
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        try:
-            os.close(read)
-            curriculum.update_task_performance(before, 0.0)
+    handler that closes it and exits does); returns the lines it ran when it was not killed
+    (`repair`: then this process takes the lock, repairing what the copy left open)."""
+    def close() -> None:
+        if close_first:
+            sys.settrace(None)
+            curriculum.close()
 
-            def kill(line: int) -> None:
-                if line == kill_at:
-                    if close_first:
-                        sys.settrace(None)
-                        curriculum.close()
-                    os._exit(0)
-
-            _, lines = _traced(lambda: curriculum.update_task_performance(task_id, 0.0), kill)
-            os.write(write, str(lines).encode())
-        finally:
-            os._exit(0)
-    os.close(write)
-    os.waitpid(pid, 0)
-    with os.fdopen(read, "rb") as pipe:
-        out = pipe.read()
+    def run() -> int:
+        curriculum.update_task_performance(before, 0.0)
+        _, lines = _traced(lambda: curriculum.update_task_performance(task_id, 0.0), _killed_at(kill_at, close))
+        return lines
+    out = _lines_in_a_fork(run)
     if repair:
         curriculum.tracker.lock.acquire()  # the next holder: repairs what a killed one left open
         curriculum.tracker.lock.release()
-    return int(out) if out else None
+    return out
 
 
 def test_a_writer_killed_at_any_line_of_a_completion_leaves_a_committed_state(uses_builtin_curriculum,
