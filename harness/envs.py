@@ -421,7 +421,7 @@ class ExactAccountingEnv(_HarnessEnv):
         self._none_infos = infos == "none"
         self._list_infos = infos == "list"
         self._log: dict[str, Any] | None = {} if infos in ("log", "dict-log") else None
-        self._log_list: list[dict[str, Any]] | dict[str, Any] = \
+        self._log_returned: list[dict[str, Any]] | dict[str, Any] = \
             self._log if infos == "dict-log" else [self._log] if self._log is not None else []
         self._reset_info: Callable[[], Any] = dict if infos == "dict-log" else list
         self._log_keys: tuple[str, ...] = ()
@@ -524,7 +524,7 @@ class ExactAccountingEnv(_HarnessEnv):
             log.pop(key, None)
         log.update(info)
         self._log_keys = tuple(info)
-        return self._log_list
+        return self._log_returned
 
     @property
     def reward_per_step(self) -> float:
