@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import threading
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,10 +12,8 @@ from curriculum import Curriculum
 from curriculum import vector as vector_module
 from curriculum.vector import SharedCurriculumVecEnv
 
-_PATH = Path(__file__).resolve().parents[2] / "scenarios" / "test_worker_failures.py"
-_SPEC = importlib.util.spec_from_file_location("worker_failures_suite", _PATH)
-suite = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(suite)
+# imported by its module name: workers a fork server starts import the suite's env creator by it
+from scenarios import test_worker_failures as suite
 
 
 def _factory(config: Any, *, shared_memory: bool = False) -> Curriculum:
