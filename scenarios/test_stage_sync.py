@@ -724,13 +724,14 @@ def test_envs_sharing_a_worker_copy_each_report_the_stage_generation_they_drew_a
     envs = [CurriculumEnv(ExactAccountingEnv(seed=i), worker, local_tracking=False, stage_source=broadcast,
                           score_fn=full_score) for i in range(2)]
     try:
-        drawn_at = []
+        drawn_at = []  # the stage changes published when each env drew its running episode's task
         for env in envs:
             env.reset(seed=scenario_seed)
-            drawn_at.append(worker.sync_state()["stage_changes"])
+            drawn_at.append(broadcast.read()["stage_changes"])
         wrong, sent = [], 0
         for step in range(LIMITS.min_episodes * max(LIMITS.stage_episode_lengths) * 2):
             for index, env in enumerate(envs):
+                published = broadcast.read()["stage_changes"]
                 completions = _completions(env.step(np.zeros(1, dtype=np.int32))[4])
                 for completion in completions:
                     sent += 1
@@ -739,7 +740,7 @@ def test_envs_sharing_a_worker_copy_each_report_the_stage_generation_they_drew_a
                     main.update_task_performance(completion["task_id"], completion["score"])
                     broadcast.publish(main.sync_state())
                 if completions:
-                    drawn_at[index] = worker.sync_state()["stage_changes"]
+                    drawn_at[index] = published
         assert main.sync_state()["stage_changes"] >= 2, (
             f"the main curriculum changed stage {main.sync_state()['stage_changes']} times in {sent} completions of "
             f"score 1.0, expected at least 2, seed {scenario_seed}")

@@ -136,7 +136,8 @@ def _sweep_stage_rule(curriculum_factory, oracle, scenario_seed: int, minimum: i
 
 
 @pytest.mark.parametrize(("threshold", "score_range"), [(0.7, (0.0, 1.0)), (1.0, (0.0, 1.0)), (1.0, (0.0, 3.0))])
-def test_a_window_a_hair_below_the_threshold_never_advances(curriculum_factory, scenario_seed, oracle, threshold,
+def test_a_window_a_hair_below_the_threshold_never_advances(curriculum_factory, require_capability,
+                                                            uses_builtin_curriculum, scenario_seed, oracle, threshold,
                                                             score_range) -> None:
     """Every score a hair (1e-10 of the range) below the advancement threshold, the top of the
     range included: the window's mean is below it, and the stage never advances (a stage moved
@@ -150,8 +151,11 @@ def test_a_window_a_hair_below_the_threshold_never_advances(curriculum_factory, 
     config = CurriculumConfig(algorithm=StagedProgressionConfig(
         stages=stages, advancement_threshold=threshold, min_episodes=window, window=window),
         num_active_tasks=LIMITS.pool, seed=scenario_seed, score_range=score_range)
+    built = curriculum_factory(config)
+    require_capability(uses_builtin_curriculum or score_range == (0.0, 1.0),
+                       "the oracle replays a plug-in's staged rule on its raw scores, in [0, 1] only")
     watcher = oracle(context=f"scores a hair below threshold {threshold}, score_range {score_range}")
-    curriculum = watcher.watch(curriculum_factory(config))
+    curriculum = watcher.watch(built)
     score = bottom + (threshold - 1e-10) * (top - bottom)
     for _ in range(LIMITS.sweep_episodes):
         curriculum.update_task_performance(curriculum.get_task().task_id, score)
