@@ -616,16 +616,22 @@ class _PublishedWhileRead(StageBroadcast):
         return state
 
 
+def _main_and_worker_copy(curriculum_factory, require_capability, seed: int) -> tuple[Any, Any]:
+    """A main staged curriculum and a worker's copy of it (pickled, as a worker process gets
+    it, before the main process moves on); skipped for a curriculum with no stage to broadcast."""
+    main = curriculum_factory(staged_config(seed))
+    missing = missing_capabilities(main, ("sync_state", "apply_sync_state"))
+    require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no stage to broadcast")
+    return main, pickle.loads(pickle.dumps(main))
+
+
 def test_a_stage_published_while_a_worker_reads_reaches_it_at_its_next_draw(curriculum_factory, require_capability,
                                                                            scenario_seed) -> None:
     """Centralized tracking: the main process publishes stage changes while workers run. One
     that lands while a worker is reading the broadcast must still reach the worker by its next
     task draw; taken as seen, the worker keeps the previous stage's pool until the next publish,
     which its late completions can no longer bring."""
-    main = curriculum_factory(staged_config(scenario_seed))
-    missing = missing_capabilities(main, ("sync_state", "apply_sync_state"))
-    require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no stage to broadcast")
-    worker = pickle.loads(pickle.dumps(main))  # the worker's copy, made before the main process moved on
+    main, worker = _main_and_worker_copy(curriculum_factory, require_capability, scenario_seed)
     states = [main.sync_state()]
     budget = LIMITS.published_while_read * LIMITS.min_episodes * 10  # completions of score 1.0 (a bound: no hang)
     for _ in range(budget):
@@ -675,10 +681,7 @@ def test_a_stage_whose_adoption_was_interrupted_is_adopted_at_the_next_draw(curr
     read raises, the reset that drew fails) adopts it at its next draw: the broadcast it did
     not finish reading is not taken as seen, else the worker keeps the old stage's pool until
     the next publish."""
-    main = curriculum_factory(staged_config(scenario_seed))
-    missing = missing_capabilities(main, ("sync_state", "apply_sync_state"))
-    require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no stage to broadcast")
-    worker = pickle.loads(pickle.dumps(main))
+    main, worker = _main_and_worker_copy(curriculum_factory, require_capability, scenario_seed)
     broadcast = _InterruptedOnce()
     broadcast.publish(main.sync_state())
     env = CurriculumEnv(ExactAccountingEnv(), worker, local_tracking=False, stage_source=broadcast, score_fn=full_score)
@@ -715,10 +718,7 @@ def test_envs_sharing_a_worker_copy_each_report_the_stage_generation_they_drew_a
     other finds it adopted already. Each completion sent to the main process must carry the
     stage changes of the generation its task was drawn from, whichever env adopted it: a main
     recorder judges lateness by it."""
-    main = curriculum_factory(staged_config(scenario_seed))
-    missing = missing_capabilities(main, ("sync_state", "apply_sync_state"))
-    require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no stage to broadcast")
-    worker = pickle.loads(pickle.dumps(main))
+    main, worker = _main_and_worker_copy(curriculum_factory, require_capability, scenario_seed)
     broadcast = StageBroadcast()
     broadcast.publish(main.sync_state())
     envs = [CurriculumEnv(ExactAccountingEnv(seed=i), worker, local_tracking=False, stage_source=broadcast,
