@@ -1307,6 +1307,50 @@ def test_a_snapshot_overlapping_a_section_that_writes_cold_arrays_returns_a_comm
         backend.close()
 
 
+def test_every_block_a_creator_accepts_attaches_as_it_was_created(scenario_seed) -> None:
+    """Creation and attach check a block's layout separately; a block one accepts and the other
+    refuses runs in its creator and fails in every worker. Over every choice of slot arrays
+    and cold arrays among four arrays (two of one length, two global, names absent from the
+    layout too): creation either refuses the choice as `CurriculumConfigError`, or another
+    handle attaches and sees the same layout, slot arrays, global arrays (hot ones first) and
+    values."""
+    rng = np.random.default_rng(scenario_seed)
+    layout = {"row_a": ("float64", 4), "row_b": ("int64", 4), "global_c": ("float64", 3), "global_d": ("int64", 5)}
+    names = [*layout, "absent"]
+    subsets = [tuple(c) for k in range(len(names) + 1) for c in itertools.combinations(names, k)]
+    wrong, created = [], 0
+    for slots, cold in itertools.product(subsets, subsets):
+        try:
+            backend = memory.SharedMemoryBackend(layout, slot_arrays=slots, cold_arrays=cold)
+        except CurriculumConfigError:
+            continue
+        except Exception as error:  # noqa: BLE001 - a refusal of another kind is reported below
+            wrong.append((slots, cold, f"creation raised {type(error).__name__}: {error}"))
+            continue
+        created += 1
+        try:
+            for name in layout:
+                backend[name][:] = rng.integers(1, 100, size=len(backend[name]))
+            try:
+                other = memory.SharedMemoryBackend.attach(backend.name)
+            except Exception as error:  # noqa: BLE001 - reported below
+                wrong.append((slots, cold, f"attach raised {type(error).__name__}: {error}"))
+                continue
+            try:
+                seen = (other.layout, tuple(other.slot_arrays), other._plan.global_arrays, other._plan.hot_bytes)
+                made = (backend.layout, tuple(backend.slot_arrays), backend._plan.global_arrays, backend._plan.hot_bytes)
+                differ = [name for name in layout if not np.array_equal(other[name], backend[name])]
+                if seen != made or differ:
+                    wrong.append((slots, cold, f"attached as {seen} with arrays {differ} differing, created as {made}"))
+            finally:
+                other.close()
+        finally:
+            backend.close()
+    assert created and not wrong, (
+        f"{len(wrong)} of {len(subsets) ** 2} choices of (slot arrays, cold arrays) were created but not attached "
+        f"as created ({created} created in all): {wrong[:4]}, seed {scenario_seed}")
+
+
 def _failing_after(call: Any) -> Any:
     def failing(*args: Any, **kwargs: Any) -> Any:
         call(*args, **kwargs)
