@@ -617,8 +617,9 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
     ("config a CurriculumConfig, Curriculum.attach", lambda v: _attached_to(config=v), (None,),
      (_lp(), {"algorithm": "uniform"}, 1), CurriculumConfigError),
     ("name a shared tracker's file name, Curriculum.attach", lambda v: _attached_to(name=v), (None,),
-     # (a file name's limit is 255 bytes: 128 two-byte characters are past it)
-     (5, "a/b", b"name", "x" * 256, "\u00e9" * 128), CurriculumConfigError),
+     # (a file name's limit is 255 bytes: 128 two-byte characters are past it; "." and ".." name
+     # directories, /dev/shm and its parent)
+     (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b"), CurriculumConfigError),
     ("raw_stats a mapping of stat keys to lists of numbers, process_training_stats",
      lambda v: process_training_stats(v, agent_step=0, epoch=0),
      ({}, {"score": [0.5, np.float32(1)]}, {"episodes": np.ones(3)}),
