@@ -77,7 +77,9 @@ _GRID = GeneratorSpec(  # (containers other than dict and list in the base: a ta
     # no task can get its label, so `labels` must not list it
     label="maze", value_labels={"game.map.width": {10: "small", 20: "medium", 40: "large", 80: "huge"}},
 )
-_INT_RANGE = GeneratorSpec(base={"kind": "ints"}, buckets={"level": ValueRange(-3, 4)}, label="ints")
+_INT_RANGE = GeneratorSpec(  # (empty sections in the base, one a bucket key fills: each task gets its own)
+    base={"kind": "ints", "limits": {}, "spawn": {}, "inventory": []},
+    buckets={"limits.level": ValueRange(-3, 4)}, label="ints")
 _FLOAT_RANGE = GeneratorSpec(buckets={"speed": ValueRange(0.5, 2.0), "size": [1, 2], "physics.gravity.scale": [0.5, 2],
                                       "friction": ValueRange(0.0, 1.0),  # (whole-number ends, float all the same)
                                       "jitter": ValueRange(0, 0.5), "scale": ValueRange(0.25, 3)},  # (one int end)
