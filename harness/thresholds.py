@@ -142,6 +142,10 @@ class CheckpointLimits:
     """Episodes of the staged run whose window's scores cancel to about 0, each followed by a
     checkpoint restored into a fresh curriculum (a window of 3: its running sum drifts a few
     ulps below 0 and above the exact sum between re-sums)."""
+    far_range_episodes: int = 300
+    """Episodes of the one-task run on a narrow score range far from zero, each followed by a
+    checkpoint restored into a fresh curriculum (on (1e6, 1e6 + 0.1) a sum of top scores is
+    first a few ulps past the top after 23 of them)."""
 
 
 DEPENDENCY_CHAIN = DependencyChainLimits()

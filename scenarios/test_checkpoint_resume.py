@@ -341,6 +341,29 @@ def test_a_staged_window_whose_scores_cancel_resumes_from_every_checkpoint(curri
         f"{stats.get('advancements')} times), seed {scenario_seed}")
 
 
+@pytest.mark.parametrize("score_range, scored", [((1e6, 1e6 + 0.1), "top"), ((-1e6 - 0.1, -1e6), "bottom")],
+                         ids=["far_above_zero", "far_below_zero"])
+def test_a_narrow_score_range_far_from_zero_resumes_from_every_checkpoint(
+        curriculum_factory, require_capability, scenario_seed, score_range, scored: str) -> None:
+    """A score range narrow beside its distance from zero (rewards in the millions, a spread of
+    0.1), every episode scored at one of its ends: a task's score sum carries float rounding
+    of the size of the scores, so its mean lands a few ulps past that end. Every checkpoint
+    (through JSON, after each episode) must load into a fresh curriculum of the same config."""
+    config = CurriculumConfig(task_generator=SingleTaskGenerator({"level": 0}, label="far"), algorithm=UniformConfig(),
+                              num_active_tasks=1, score_range=score_range, seed=scenario_seed)
+    curriculum = _checkpointable(curriculum_factory, require_capability, config, f"score range {score_range}")
+    score = score_range[1] if scored == "top" else score_range[0]
+    try:
+        refused = _own_checkpoints_refused(
+            curriculum_factory, curriculum, config,
+            lambda c: c.update_task_performance(c.get_task().task_id, score), LIMITS.far_range_episodes)
+    finally:
+        getattr(curriculum, "close", lambda: None)()
+    assert not refused, (
+        f"score range {score_range}, every episode scored {score!r}: the curriculum refused {len(refused)} of its own "
+        f"{LIMITS.far_range_episodes} checkpoints (episode, error): {refused[:3]}, seed {scenario_seed}")
+
+
 def test_learning_progress_without_exploration_resumes_from_every_checkpoint(curriculum_factory, require_capability,
                                                                            scenario_seed) -> None:
     """With `exploration=0` (in its documented domain) stagnant tasks may get no sampling mass
