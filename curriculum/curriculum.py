@@ -565,6 +565,8 @@ class Curriculum:
                 and all(type(s) is int and 0 <= s <= MAX_COUNT for s in samples)):
             raise fail(f"samples must be {n} integers in [0, {MAX_COUNT}]")
         threshold = state["eviction_threshold"]
+        if type(threshold) is int and abs(threshold) <= 2**53:  # a JSON writer that writes 0.0 as 0
+            threshold = float(threshold)
         if not (threshold is None or (isinstance(threshold, float) and math.isfinite(threshold))):
             raise fail(f"eviction_threshold must be None or a finite float, received {threshold!r}")
         return {"eviction_threshold": -math.inf if threshold is None else threshold, "arrays": arrays, "rng": rng, "draws": list(draws), "draw_pos": draw_pos, "since_refresh": since,

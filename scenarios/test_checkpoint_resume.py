@@ -603,6 +603,60 @@ def _two_kinds(seed: int) -> LabelledTaskGenerator:
         (SingleTaskGenerator({"task_index": 0, "variant": "z"}, label="single"), 0.1)], seed=seed))
 
 
+def _whole_floats_as_integers(value: Any) -> Any:
+    """`value` (JSON values) as a JSON writer that writes 1.0 as 1 (JavaScript's) leaves it."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [_whole_floats_as_integers(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _whole_floats_as_integers(item) for key, item in value.items()}
+    return value
+
+
+@pytest.mark.parametrize("setup", ["learning_progress", "staged"])
+def test_a_checkpoint_written_with_whole_floats_as_integers_resumes_as_the_uninterrupted_run(
+        curriculum_factory, require_capability, scenario_seed, setup) -> None:
+    """A checkpoint is JSON, and JSON has one kind of number: a writer that writes a whole
+    float as an integer (JavaScript's, many others') turns the 1.0 scores of a run into 1. The
+    checkpoint so written must load into a fresh curriculum, give back the same state, and go
+    on handing out the tasks the uninterrupted run does."""
+    if setup == "staged":
+        space, config = staged_space(scenario_seed), staged_config(scenario_seed, STAGED.previous_stage_mix)
+    else:
+        space = impossible_task_space(num_learnable=5, num_impossible=5, seed=scenario_seed)
+        config = CurriculumConfig(task_generator=space.generator, algorithm=LearningProgressConfig(),
+                                  num_active_tasks=LIMITS.pool, seed=scenario_seed)
+    original = _checkpointable(curriculum_factory, require_capability, config, setup)
+    resumed = None
+    try:
+        _play(original, space.simulator, LIMITS.episodes_before)
+        saved = json.loads(json.dumps(original.get_state()))
+        written = _whole_floats_as_integers(saved)
+        assert json.dumps(written) != json.dumps(saved), (
+            f"{setup}: the checkpoint holds no whole float to write as an integer, seed {scenario_seed}")
+        resumed = curriculum_factory(config)
+        try:
+            resumed.load_state(written)
+        except Exception as error:  # noqa: BLE001 - reported below
+            pytest.fail(f"{setup}: the checkpoint with its whole floats written as integers was refused: "
+                        f"{type(error).__name__}: {error}, seed {scenario_seed}")
+        again = json.loads(json.dumps(resumed.get_state()))
+        differ = sorted(key for key in saved if again.get(key) != saved[key])
+        assert not differ, (f"{setup}: restored from the checkpoint with its whole floats written as integers, "
+                            f"get_state() differs from the checkpoint in {differ}, seed {scenario_seed}")
+        simulator = copy.deepcopy(space.simulator)
+        ahead = _play(original, space.simulator, LIMITS.episodes_after)
+        behind = _play(resumed, simulator, LIMITS.episodes_after)
+        diverged = next((i for i, (a, b) in enumerate(zip(ahead, behind)) if a != b), None)
+        assert diverged is None, (
+            f"{setup}: resumed from the checkpoint with its whole floats written as integers, the run diverged at "
+            f"episode {diverged}: {behind[diverged]} instead of {ahead[diverged]}, seed {scenario_seed}")
+    finally:
+        for curriculum in (original, resumed):
+            getattr(curriculum, "close", lambda: None)()
+
+
 @pytest.mark.parametrize("setup", ["learning_progress", "staged", "uniform"])
 def test_a_checkpoint_refuses_a_config_that_differs_in_any_field(curriculum_factory, require_capability,
                                                                  scenario_seed, setup) -> None:
