@@ -61,7 +61,7 @@ from curriculum import memory
 from curriculum.algorithms.learning_progress import LP_COUNTERS
 from curriculum.env import CompletionRecorder
 from curriculum.memory import SEGMENT_DIR, SEGMENT_PREFIX, remove_orphaned_segments
-from curriculum.tracker import COUNTERS
+from curriculum.tracker import COUNTERS, TaskTracker
 from harness.episodes import ENDED_TERMINAL, EPISODE_RECORD_KEY, EpisodeRecord, LabelledTaskGenerator
 from harness.runners import completion_info
 from harness.task_spaces import impossible_task_space
@@ -1349,6 +1349,82 @@ def test_every_block_a_creator_accepts_attaches_as_it_was_created(scenario_seed)
     assert created and not wrong, (
         f"{len(wrong)} of {len(subsets) ** 2} choices of (slot arrays, cold arrays) were created but not attached "
         f"as created ({created} created in all): {wrong[:4]}, seed {scenario_seed}")
+
+
+def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) -> None:
+    """A shared tracker swaps several of the local tracker's methods for journaled writes and
+    lock-free reads of its block; what it answers must not change with it. The same seeded
+    sequence of sections (tasks assigned, evicted or not, completions recorded, late ones
+    counted, arrays overwritten, the cold ones after `touch_globals()`) goes to a local and a
+    shared tracker: every call returns the same, and after each section every read (of each
+    slot, for the task it holds and another, each counter, `snapshot()`) answers the same."""
+    rng = random.Random(scenario_seed)
+    capacity = 5
+    extra = {"visits": ("float64", capacity), "memory": ("float64", 7)}
+    trackers = {"local": TaskTracker.create(capacity, extra),
+                "shared": TaskTracker.create(capacity, extra, shared=True, cold_arrays=("memory",))}
+    next_id = itertools.count(1)
+
+    def section() -> list[tuple[str, Callable[[TaskTracker], Any]]]:
+        calls = []
+        for _ in range(rng.randint(1, 4)):
+            slot, kind = rng.randrange(capacity), rng.random()
+            if kind < 0.2:
+                task_id, evicted = next(next_id), rng.random() < 0.5
+                calls.append((f"assign({slot}, {task_id}, evicted={evicted})",
+                              lambda t, s=slot, i=task_id, e=evicted: t.assign(s, i, evicted=e)))
+            elif kind < 0.8:
+                score = rng.choice((0.0, 1.0, round(rng.uniform(-2.0, 2.0), 3)))
+                calls.append((f"record({slot}, {score})", lambda t, s=slot, v=score: t.record(s, v)))
+            elif kind < 0.9:
+                calls.append(("record_late()", lambda t: t.record_late()))
+            else:
+                values = np.array([rng.uniform(0.0, 5.0) for _ in range(7)])
+                calls.append(("overwrite(memory)", lambda t, v=values: t.overwrite({"memory": v})))
+        return calls
+
+    def reads(tracker: TaskTracker) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for slot in range(capacity):
+            held = tracker.task_id_at(slot)
+            out[f"task_id_at({slot})"] = held
+            out[f"completions_at({slot})"] = tracker.completions_at(slot)
+            out[f"mean_score_at({slot})"] = tracker.mean_score_at(slot)
+            out[f"last_score_at({slot})"] = tracker.last_score_at(slot)
+            out[f"task_stats({slot}, held)"] = tracker.task_stats(slot, held)
+            out[f"task_stats({slot}, other)"] = tracker.task_stats(slot, held + 10**6)
+        for name in COUNTERS:
+            out[f"counter({name!r})"] = tracker.counter(name)
+        out["total, late, evictions"] = (tracker.total_completions, tracker.late_completions, tracker.evictions)
+        out.update({f"snapshot()[{name!r}]": values.tolist() for name, values in tracker.snapshot().items()})
+        return out
+
+    wrong: list[str] = []
+    done: list[str] = []
+    try:
+        for _ in range(LIMITS.differential_sections):
+            calls = section()
+            answers = {}
+            for kind, tracker in trackers.items():
+                with tracker.lock:
+                    answers[kind] = [call(tracker) for _, call in calls]
+            done.append("; ".join(name for name, _ in calls))
+            if answers["local"] != answers["shared"]:
+                wrong.append(f"section {len(done)} ({done[-1]}) returned {answers['shared']} shared, "
+                             f"{answers['local']} local")
+            seen = {kind: reads(tracker) for kind, tracker in trackers.items()}
+            differ = {key: (seen["shared"][key], value) for key, value in seen["local"].items()
+                      if seen["shared"].get(key) != value}
+            if differ:
+                wrong.append(f"after section {len(done)} ({done[-1]}), reads differ (shared, local): "
+                             f"{dict(list(differ.items())[:4])}")
+            if wrong:
+                break
+    finally:
+        for tracker in trackers.values():
+            tracker.close()
+    assert not wrong, (f"a shared tracker answered otherwise than a local one given the same calls: {wrong[0]} "
+                       f"(sections before it: {done[-4:-1]}), seed {scenario_seed}")
 
 
 def _failing_after(call: Any) -> Any:
