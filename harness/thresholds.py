@@ -798,6 +798,12 @@ class TaskGeneratorLimits:
     max_same_child_share: float = 0.75
     """Share of ids two seeds of one weighted set may send to the same child (independent picks
     with weights 3:1:0:2 agree on about 39%)."""
+    unbuildable_calls: int = 400
+    """Hand-outs of the run whose generator cannot build one task of a pool of 8."""
+    unbuildable_max_share: float = 1 / 3
+    """Share of them that may raise the generator's error: the built-in raised on 28-73 of 400
+    over seeds 0-19 (learning progress; uniform sampling 36-60), a curriculum stuck on the bad
+    draw on 394-400."""
 
 
 TASK_GENERATORS = TaskGeneratorLimits()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import math
 import pickle
+import random
 from collections.abc import Callable, Iterator, Mapping
 from numbers import Number
 from typing import Any
@@ -55,8 +56,10 @@ from curriculum import (
     UnknownTaskError,
     WeightedTaskSetGenerator,
 )
+from curriculum.generators import TaskGenerator
 from curriculum.tracker import EMPTY
 from harness.oracle import AccountingOracle
+from harness.thresholds import TASK_GENERATORS as LIMITS
 
 CurriculumFactory = Callable[[CurriculumConfig], Any]
 
@@ -465,3 +468,58 @@ class CurriculumMachine(RuleBasedStateMachine):
 
 TestCurriculumStateMachine = CurriculumMachine.TestCase
 TestCurriculumStateMachine.settings = MACHINE_SETTINGS
+
+
+class _Unbuildable(Exception):
+    """The error of a generator that cannot build one task (a missing map file, say)."""
+
+
+class _OneUnbuildable(TaskGenerator):
+    """`inner`'s tasks, but the `nth` distinct task id asked for raises `_Unbuildable` every time."""
+
+    def __init__(self, inner: TaskGenerator, nth: int) -> None:
+        self.inner, self.nth, self.asked = inner, nth, []
+
+    def generate(self, task_id: int) -> tuple[dict[str, Any], str]:
+        if task_id not in self.asked:
+            self.asked.append(task_id)
+        if len(self.asked) >= self.nth and task_id == self.asked[self.nth - 1]:
+            raise _Unbuildable(f"task {task_id} cannot be built")
+        return self.inner.generate(task_id)
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "one unbuildable", "inner": self.inner.describe()}
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return self.inner.labels
+
+
+def test_a_task_the_generator_cannot_build_costs_only_the_draws_that_pick_it(curriculum_factory,
+                                                                            scenario_seed) -> None:
+    """A generator that cannot build one task of the pool raises its own error from each
+    `get_task()` that draws that task, and only from those: the next call draws again, so a
+    worker loses the episodes of one bad task, not its whole run."""
+    generator = _OneUnbuildable(BucketedTaskGenerator({}, {"level": list(range(8))}, label="level",
+                                                      seed=scenario_seed), nth=4)
+    curriculum = curriculum_factory(CurriculumConfig(task_generator=generator, algorithm=LearningProgressConfig(),
+                                                     num_active_tasks=8, seed=scenario_seed))
+    rng = random.Random(scenario_seed)
+    raised, other = 0, []
+    try:
+        for _ in range(LIMITS.unbuildable_calls):
+            try:
+                task = curriculum.get_task()
+            except _Unbuildable:
+                raised += 1
+                continue
+            except Exception as error:  # noqa: BLE001 - reported below
+                other.append(f"{type(error).__name__}: {error}")
+                continue
+            curriculum.update_task_performance(task.task_id, rng.random())
+    finally:
+        getattr(curriculum, "close", lambda: None)()
+    assert not other and raised <= LIMITS.unbuildable_calls * LIMITS.unbuildable_max_share, (
+        f"one task of a pool of 8 cannot be built: {raised} of {LIMITS.unbuildable_calls} get_task() calls raised the "
+        f"generator's error (limit {LIMITS.unbuildable_max_share:.0%}), {len(other)} raised another one {other[:2]}, "
+        f"seed {scenario_seed}")
