@@ -1337,8 +1337,8 @@ def test_every_block_a_creator_accepts_attaches_as_it_was_created(scenario_seed)
                 wrong.append((slots, cold, f"attach raised {type(error).__name__}: {error}"))
                 continue
             try:
-                seen = (other.layout, tuple(other.slot_arrays), other._plan.global_arrays, other._plan.hot_bytes)
-                made = (backend.layout, tuple(backend.slot_arrays), backend._plan.global_arrays, backend._plan.hot_bytes)
+                seen, made = ((handle.layout, tuple(handle.slot_arrays), handle._plan.global_arrays,
+                               handle._plan.hot_bytes) for handle in (other, backend))
                 differ = [name for name in layout if not np.array_equal(other[name], backend[name])]
                 if seen != made or differ:
                     wrong.append((slots, cold, f"attached as {seen} with arrays {differ} differing, created as {made}"))
