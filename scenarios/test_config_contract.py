@@ -626,7 +626,9 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
      # (a list is checked whole: a bad value after good ones as well as first)
      (None, [("score", [1.0])], {"score": "0.5"}, {"score": [None]}, {"score": ["1"]}, {3: [1.0]},
       {"score": [0.5, None]}, {"episodes": [1, True, 1]}, {"score": [0.5, np.float32(1), "1"]},
-      {"score": [0.5, np.array([0.1, 0.9])]}),
+      {"score": [0.5, np.array([0.1, 0.9])]},
+      # (a task id is dropped from the reduced stats, but checked like every other value)
+      {"curriculum_stats/task_id": ["3"]}, {"task_id": [None]}, {"curriculum_stats/task_id": [[1, 2]]}),
      CurriculumConfigError),
     ("losses None or a mapping of names to numbers, process_training_stats",
      lambda v: process_training_stats({}, agent_step=0, epoch=0, losses=v),
