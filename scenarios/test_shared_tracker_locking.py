@@ -1660,6 +1660,7 @@ def _first_layout_entry_grown(header: dict[str, Any]) -> None:
 _DAMAGED_HEADERS: dict[str, Any] = {
     "another magic": lambda h: (b"CURRTRK0", None, json.dumps(h).encode()),
     "a header length past the block": lambda h: (memory._MAGIC, 1 << 40, json.dumps(h).encode()),
+    "a header length with its top bit set": lambda h: (memory._MAGIC, (1 << 63) + 512, json.dumps(h).encode()),
     "a header that is not JSON": lambda h: (memory._MAGIC, None, b"\xff" * len(json.dumps(h))),
     "another tracker format": lambda h: h.update(format=h["format"][:-1] + "0"),
     "no layout": lambda h: h.pop("layout"),
@@ -1716,6 +1717,13 @@ _REFUSED_AS: dict[str, type] = {
     "a copy of a live tracker with a layout short of one array (another library version)": CurriculumConfigError,
 }
 
+#: Blocks whose refusal by the built-in names the value it found there (the word on disk, read
+#: as the unsigned length it is).
+_NAMED_IN_REFUSAL: dict[str, str] = {
+    "a copy of a live tracker with a header length past the block": str(1 << 40),
+    "a copy of a live tracker with a header length with its top bit set": str((1 << 63) + 512),
+}
+
 
 def test_a_shared_block_is_reserved_whole_when_created(curriculum_factory, require_capability, scenario_seed) -> None:
     """A new shared tracker's block holds all its memory from the start, so that a full
@@ -1768,6 +1776,10 @@ def test_attach_refuses_a_block_it_cannot_trust_by_name(curriculum_factory, requ
         assert isinstance(refused, expected), (
             f"attach to {block} raised {refused!r} (None: it went through); expected a named {expected.__name__}, "
             f"seed {scenario_seed}")
+        named = _NAMED_IN_REFUSAL.get(block) if uses_builtin_curriculum else None
+        assert named is None or named in str(refused), (
+            f"attach to {block} was refused with {str(refused)!r}, which does not name the value found there "
+            f"({named}), seed {scenario_seed}")
         assert sorted(after) == sorted(held), (
             f"the refused attach to {block} left the process holding {sorted(set(after) - set(held))}, seed "
             f"{scenario_seed}")
