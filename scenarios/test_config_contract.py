@@ -862,17 +862,21 @@ def test_every_argument_of_every_entry_point_has_its_domain_checked() -> None:
 
 def _defaults() -> dict[str, Any]:
     """Every default a user gets without naming it: each config class's fields (as `describe()`
-    gives them) and each entry point's keyword defaults."""
+    gives them), the refresh interval derived from pools of sizes around each multiple of 8
+    it rounds (and the largest), and each entry point's keyword defaults."""
     stage = Stage("only", SingleTaskGenerator({}))
     configs = {"CurriculumConfig": CurriculumConfig(task_generator=SingleTaskGenerator({})),
                "LearningProgressConfig": LearningProgressConfig(), "UniformConfig": UniformConfig(),
                "StagedProgressionConfig": StagedProgressionConfig(stages=[stage])}
     described = {name: json.loads(json.dumps(config.describe(), sort_keys=True, default=repr))
                  for name, config in configs.items()}
+    pools = (1, 255, 256, 257, 263, 264, 300, 1001, 4100, 99_999, MAX_ACTIVE_TASKS)
+    derived = {str(n): CurriculumConfig(task_generator=SingleTaskGenerator({}), num_active_tasks=n).refresh_interval
+               for n in pools}
     keywords = {getattr(entry, "__qualname__", str(entry)): {
         parameter.name: repr(parameter.default) for parameter in inspect.signature(entry).parameters.values()
         if parameter.default is not parameter.empty} for entry, _ in ENTRY_POINTS}
-    return {"configs": described, "entry points": keywords}
+    return {"configs": described, "refresh_interval by num_active_tasks": derived, "entry points": keywords}
 
 
 def test_every_default_is_the_golden_one(golden) -> None:
