@@ -783,14 +783,16 @@ def test_a_checkpoint_holding_a_value_of_another_kind_is_refused_and_changes_not
         f"state than before (a refused load_state wrote part of what it was given), seed {scenario_seed}")
 
 
-def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple[str, Any]]:
+def _out_of_range(state: dict[str, Any], config: CurriculumConfig,
+                  key_arrays: frozenset[str]) -> list[tuple[str, Any]]:
     """`(where, state)` for numbers of a built-in checkpoint set just outside the range its
     docs give them, one at a time: indices and counts one past their bound or below 0, a task id
     twice in the pool or below 0, or kept for a slot it is not of, shares and rates above 1 or
     below 0, a sampling distribution with a negative chance, a last score outside the score
     range, a stage its stage changes cannot reach, a slot without completions that holds a score
-    sum or a last score, a number of the random state wider than its bits, a number wider than
-    its array's int64 or float64."""
+    sum or a last score, a number of the random state wider than its bits, a count past
+    MAX_COUNT in any array of counts (`key_arrays` hold hash keys), a number wider than its
+    array's int64 or float64."""
     arrays = state["arrays"]
     pool = len(arrays["task_ids"])
     edits: list[tuple[str, Any, Any]] = [  # (array or entry, index or None, value): each range left on both sides
@@ -837,6 +839,11 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig) -> list[tuple
             holder[name][index] = value
             where = f"{name}[{index}]={value!r} (saved {(arrays if name in arrays else state)[name][index]!r})"
         altered.append((where, changed))
+    for name, values in arrays.items():  # a count past MAX_COUNT in every array of counts (ids and keys aside)
+        if values and type(values[0]) is int and name != "task_ids" and name not in key_arrays:
+            changed = plain_copy(state)
+            changed["arrays"][name][-1] = MAX_COUNT + 1
+            altered.append((f"{name}[-1]={MAX_COUNT + 1!r} (saved {values[-1]!r})", changed))
     for name, values in arrays.items():  # a number no array of its kind holds (int64, float64): a corrupt file
         if values and type(values[0]) in (int, float):
             for value in (2**64, -2**63 - 1) if type(values[0]) is int else (10**400,):
@@ -1009,7 +1016,7 @@ def test_a_checkpoint_number_outside_its_documented_range_is_refused_and_changes
     earlier = _with_a_remembered_configuration(earlier)
     assert _loaded_anyway(curriculum, [("unaltered", earlier)], saved) == ["unaltered"], (
         f"{setup}: the checkpoint the altered ones start from was refused, seed {scenario_seed}")
-    accepted = _loaded_anyway(curriculum, _out_of_range(earlier, config), saved, named=CurriculumStateError)
+    accepted = _loaded_anyway(curriculum, _out_of_range(earlier, config, curriculum._algorithm.key_arrays), saved, named=CurriculumStateError)
     assert not accepted, (
         f"{setup}: a checkpoint with a number outside its documented range was restored (or refused by another error "
         f"than CurriculumStateError): {'; '.join(accepted)}, "
