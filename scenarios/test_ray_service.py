@@ -473,7 +473,7 @@ class _ModelClient:
 
 
 _SCHEDULE = {"batch": 24, "refill": 12, "resend": 3, "complete now": 3, "new client": 1, "release": 1, "lost": 1,
-             "checkpoint": 1, "restore": 1, "refused restore": 1, "restart": 1}
+             "checkpoint": 1, "restore": 1, "refused restore": 1, "restart": 1, "write file": 1}
 """The relative weights of a client's calls in the schedule (`LIMITS.schedule_calls` calls)."""
 
 
@@ -490,7 +490,8 @@ def test_the_service_accounts_for_every_task_whatever_its_clients_do(ray_cluster
     (`issued == acknowledged + lost + abandoned + outstanding`). A refused restore changes
     nothing, not even the incarnation. A service restarted with its first arguments (a `state`
     and its checkpoint file) resumes from the file, which holds exactly what the service had
-    counted at the batch that took it `checkpoint_interval` completions past the one before:
+    counted at the batch that took it `checkpoint_interval` completions past the one before
+    (or at a checkpoint written on request, from which the interval is counted again):
     each client's last batch the file recorded, resent, is answered from that record; a client
     that has not called the restarted service yet is not among its clients, and declared lost
     (its worker died meanwhile) it is refused like any other. One schedule serves learning progress with eviction, one a staged curriculum (each when the
@@ -606,7 +607,7 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
         open_client()
     for call in range(1, LIMITS.schedule_calls + 1):
         kind = rng.choice(list(_SCHEDULE), p=np.array(list(_SCHEDULE.values())) / sum(_SCHEDULE.values()))
-        if kind in ("checkpoint", "restore", "refused restore", "restart") and snapshot is None:
+        if kind in ("checkpoint", "restore", "refused restore", "restart", "write file") and snapshot is None:
             continue
         client = clients[rng.integers(len(clients))] if clients else open_client()
         where = f"[{setup}] call {call} ({kind}, {client.name}), seed {scenario_seed}"
@@ -646,6 +647,12 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
             declare_lost(client, where)
         elif kind == "checkpoint":
             snapshot = service.get_state()
+        elif kind == "write file":  # a checkpoint written on request: the interval is counted from it
+            service.checkpoint()
+            now = service.stats()
+            in_file = (now["total_completions"] + now["late_completions"],
+                       {c.name: c.last for c in clients if c.last is not None and not c.lost})
+            since_file = 0
         elif kind == "restore":
             error = service.load_state(snapshot)
             assert error is None, f"{where}: the service refused its own snapshot: {error}"
@@ -946,7 +953,18 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
             done[kind] += 1
             wrong = model.differences()
             assert not wrong, f"{where}: (the client's, by its documentation): {wrong}"
+        closer = models[1]  # (batches of 3, sent without waiting for the answer)
+        if not closer.refusing():  # a batch in flight and nothing queued: close() must collect its verdicts
+            while closer.outbox is None or closer.pending:
+                closer.complete(False)
+                closer.client.update_task_performance(closer.client.get_task().task_id, 0.5)
+            closer.flush()
+            closer.client.close()
+            wrong = closer.differences()
+            assert not wrong, f"after close() with a batch in flight, {closer.name}, seed {scenario_seed}: {wrong}"
         for model in models:
+            if model is closer and not closer.refusing():
+                continue
             while model.outbox is not None or model.pending:  # (a refusal ends a flush early)
                 raises = model.flush()
                 try:
