@@ -767,6 +767,54 @@ class _StallingCurriculum:
         return getattr(self._inner, name)
 
 
+class _UnwritableState:
+    """A curriculum factory whose curricula's state holds something no JSON writer takes, once
+    `spoiled` is set (a plug-in's state with a numpy number or a set in it)."""
+
+    def __init__(self, factory: Callable[..., Any]) -> None:
+        self.factory, self.spoiled = factory, False
+
+    def __call__(self, config: CurriculumConfig) -> Any:
+        return _UnwritableStateCurriculum(self.factory(config), self)
+
+
+class _UnwritableStateCurriculum:
+    def __init__(self, inner: Any, owner: _UnwritableState) -> None:
+        self._inner, self._owner = inner, owner
+
+    def get_state(self) -> Any:
+        state = self._inner.get_state()
+        return {**state, "unwritable": object()} if self._owner.spoiled else state
+
+    def __getattr__(self, name: str) -> Any:  # test double: everything else is the curriculum's
+        return getattr(self._inner, name)
+
+
+def test_a_checkpoint_that_cannot_be_written_leaves_the_last_one_and_no_other_file(curriculum_factory,
+                                                                                    require_capability,
+                                                                                    scenario_seed, tmp_path) -> None:
+    """The service writes its checkpoint file atomically: a write that fails (here a state no
+    JSON writer takes; a full disk alike) raises, and leaves the file written before as it was
+    and nothing else in its folder, however the write failed."""
+    factory = _UnwritableState(curriculum_factory)
+    path = tmp_path / "service.json"
+    service = CurriculumService(accounting_config(scenario_seed), factory=factory, checkpoint_path=str(path))
+    try:
+        service.get_state()
+    except (AttributeError, NotImplementedError):
+        require_capability(False, "the curriculum has no state to write")
+    service.checkpoint()
+    written = path.read_bytes()
+    factory.spoiled = True
+    with pytest.raises(TypeError) as raised:  # (what the JSON writer raises)
+        service.checkpoint()
+    left = sorted(os.listdir(tmp_path))
+    assert left == [path.name] and path.read_bytes() == written, (
+        f"a checkpoint write that failed ({raised.type.__name__}: {raised.value}) left {left} in the folder (expected "
+        f"only {path.name!r}), the file written before {'intact' if path.read_bytes() == written else 'changed'}, "
+        f"seed {scenario_seed}")
+
+
 class _ClientModel:
     """What one `CurriculumClient` holds and counts, by its documentation: completions queued
     (`unsent_completions`), a batch sent and not yet answered (with them,
