@@ -71,6 +71,7 @@ __all__ = [
     "TaskDependencyEnv",
     "ExactAccountingEnv",
     "SeedReportingEnv",
+    "CloseFailingEnv",
     "GymExactAccountingEnv",
     "ResourceChainEnv",
 ]
@@ -670,6 +671,14 @@ class SeedReportingEnv(ExactAccountingEnv):
         obs, infos = super().reset(seed)
         return obs, [*infos, {"seed_reporting": {"reset_seed": seed, "built_seed": self.built_seed,
                                                        "pid": os.getpid()}}]
+
+
+class CloseFailingEnv(ExactAccountingEnv):
+    """`ExactAccountingEnv` whose `close()` raises `RuntimeError` (an env that fails to release
+    what it holds), so what its wrapper does around a failed close can be checked."""
+
+    def close(self) -> None:
+        raise RuntimeError("this env fails to close")
 
 
 class GymExactAccountingEnv(gymnasium.Env):

@@ -339,6 +339,10 @@ class RayServiceLimits:
     """Ray worker actors (2 envs each, one client per worker)."""
     prefetch: int = 2
     """Tasks each worker's client keeps queued (`CurriculumClient(prefetch=)`)."""
+    queued_batch_size: int = 64
+    """Batch size of the clients whose completions stay queued until the vector closes."""
+    close_failing_vec_steps: int = 30
+    """Vector steps of the run whose envs fail to close."""
     batch_size: int = 1
     """Completions per client call: 1, so each episode's own late verdict is in its info and
     the accounting oracle's per-episode counters are exact."""

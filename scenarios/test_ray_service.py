@@ -73,7 +73,7 @@ except ImportError:  # the tests skip one by one (a skipped module would escape 
     ray = None
 from curriculum.stats import COMPLETIONS, LATE_COMPLETIONS, accumulate_rollout_stats, stat_key  # noqa: E402
 from curriculum.vector import make_curriculum_vecenv  # noqa: E402
-from harness.envs import ExactAccountingEnv, SeedReportingEnv  # noqa: E402
+from harness.envs import CloseFailingEnv, ExactAccountingEnv, SeedReportingEnv  # noqa: E402
 from harness.processes import is_running  # noqa: E402
 from harness.thresholds import RAY_SERVICE as LIMITS  # noqa: E402
 from harness.thresholds import STAGE_SYNC  # noqa: E402
@@ -289,6 +289,35 @@ def test_an_error_in_a_ray_workers_step_fails_the_trainers_step_by_name(serve, s
             f"wrapper refuses; the trainer's step {steps} raised it, seed {scenario_seed}")
     finally:
         vecenv.close()
+        client.close()
+
+
+def test_a_worker_whose_env_fails_to_close_still_sends_its_completions(serve, scenario_seed) -> None:
+    """Envs whose `close()` raises: the vector's `close()` fails by name (`WorkerProcessError`),
+    and each worker still closes its client, which sends the completions it queued (batches
+    larger than the run), so the service counts every episode the envs ended and holds no
+    client of theirs."""
+    service = serve(accounting_config(scenario_seed))
+    client = CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=LIMITS.queued_batch_size, timeout=TIMEOUT)
+    vecenv = _vecenv(client, scenario_seed, env=CloseFailingEnv)
+    ended = 0
+    try:
+        try:
+            vecenv.reset(seed=scenario_seed)
+            for _ in range(LIMITS.close_failing_vec_steps):
+                _, _, terminals, truncations, _ = vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
+                ended += int((np.asarray(terminals).reshape(-1) | np.asarray(truncations).reshape(-1)).sum())
+        finally:
+            with pytest.raises(WorkerProcessError):
+                vecenv.close()
+        stats = client.stats()
+        counted = stats["total_completions"] + stats["late_completions"]
+        open_clients = list(ray.get(service.client_accounts.remote(), timeout=TIMEOUT))
+        assert ended and counted == ended and open_clients == [client.client_id], (
+            f"envs whose close() raises ended {ended} episodes; after the vector's close the service counted "
+            f"{counted} and holds clients {open_clients} (only the driver's {client.client_id} expected), seed "
+            f"{scenario_seed}")
+    finally:
         client.close()
 
 
