@@ -917,7 +917,9 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
     """Workers' clients (batches of 1, of 3, and of 4 sent at once by `max_delay=0`; each the
     copy a worker gets, pickled and unpickled) under a seeded schedule of what a worker does:
     draw tasks, complete them, complete an id the service never issued, flush, restore a
-    snapshot, and flush while the service stalls past the client's timeout. After every call
+    snapshot, and flush while the service stalls past the client's timeout; at the end, one
+    client is closed with a batch in flight, and one completes a task after its worker was
+    declared lost (refused, and counted so). After every call
     each client's numbers are those its documentation gives: `unsent_completions` and
     `pending_completions` (a batch that was not answered stays, to be resent), `sent`, `refused`
     and `recorded + late == sent - refused` (every verdict of a batch counted, those after a
@@ -1052,6 +1054,16 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                     assert not raises, f"the last flush of {model.name} sent a refusal and raised nothing"
             wrong = model.differences()
             assert not wrong, f"after a last flush, {model.name}, seed {scenario_seed}: {wrong}"
+        lost = models[0]  # (batches of 1) its worker's node died: what it sends now is refused, and counted so
+        while not lost.held:
+            lost.held.append(lost.client.get_task().task_id)
+        ray.get(service.declare_lost.remote(lost.client.client_id), timeout=TIMEOUT)
+        assert lost.complete(True), f"{lost.name}'s model: a completion of a client declared lost is not refused"
+        with pytest.raises(CurriculumServiceError):
+            lost.client.update_task_performance(lost.held.pop(), 0.5)
+        wrong = lost.differences()
+        assert not wrong, (f"after a completion refused as the client was declared lost, {lost.name}, seed "
+                           f"{scenario_seed}: {wrong}")
         needed = ("stall", "unknown id") + (("restore",) if snapshot is not None else ())
         thin = [kind for kind in needed if not done[kind]]
         assert not thin, f"the schedule never made {thin}: {dict(done)}, seed {scenario_seed}"
