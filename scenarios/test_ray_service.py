@@ -61,8 +61,8 @@ from curriculum import (  # noqa: E402
     UniformConfig,
     WeightedTaskSetGenerator,
 )
-from curriculum.errors import (CurriculumError, CurriculumServiceError, InvalidScoreError,  # noqa: E402
-                               UnknownTaskError, WorkerProcessError)
+from curriculum.errors import (CurriculumError, CurriculumServiceError, CurriculumStateError,  # noqa: E402
+                               InvalidScoreError, UnknownTaskError, WorkerProcessError)
 
 try:
     import ray
@@ -907,7 +907,8 @@ def _issued(service: Any, client: CurriculumClient) -> int:
 
 #: The clients of the check: (batch_size, max_delay); the last one also restores the service.
 _CLIENT_SETTINGS = ((1, None), (3, None), (4, 0.0))
-_CLIENT_SCHEDULE = {"get": 10, "complete": 10, "unknown id": 1, "flush": 2, "restore": 3, "stall": 3}
+_CLIENT_SCHEDULE = {"get": 10, "complete": 10, "unknown id": 1, "flush": 2, "restore": 3, "stall": 3,
+                    "refused restore": 1}
 """The relative weights of the calls in the clients' schedule (`LIMITS.client_calls` calls)."""
 
 
@@ -917,7 +918,8 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
     """Workers' clients (batches of 1, of 3, and of 4 sent at once by `max_delay=0`; each the
     copy a worker gets, pickled and unpickled) under a seeded schedule of what a worker does:
     draw tasks, complete them, complete an id the service never issued, flush, restore a
-    snapshot, and flush while the service stalls past the client's timeout; at the end, one
+    snapshot (or one of another version, refused: the client keeps its queued tasks), and
+    flush while the service stalls past the client's timeout; at the end, one
     client is closed with a batch in flight, and one completes a task after its worker was
     declared lost (refused, and counted so). After every call
     each client's numbers are those its documentation gives: `unsent_completions` and
@@ -1015,6 +1017,18 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                     f"{where}: the task handed out right after the restore, completed at once, counted "
                     f"{after - before} acknowledged completions of the restored service's tasks, expected 1 (a task "
                     "drawn from the replaced pool was handed out after the restore)")
+            elif kind == "refused restore":  # a snapshot of another version: refused, and the client keeps its tasks
+                if snapshot is None or model.refusing():
+                    continue  # (load_state flushes first: only with nothing to refuse)
+                model.flush()
+                client.flush()
+                held = (client.queued_tasks, _issued(service, client))
+                with pytest.raises(CurriculumStateError):
+                    client.load_state({**snapshot, "format": "curriculum-state/0"})
+                now = (client.queued_tasks, _issued(service, client))
+                assert now == held, (
+                    f"{where}: a restore the service refused changed the client's queued tasks and the tasks the "
+                    f"service issued to it {held} -> {now}")
             elif kind == "stall":  # the service stops answering past the client's timeout, then comes back
                 if not model.pending or model.refusing():
                     continue  # (a flush that sends a batch, with nothing to refuse)
