@@ -796,6 +796,41 @@ class _StallingCurriculum:
         return getattr(self._inner, name)
 
 
+def test_completions_of_a_task_handed_out_before_and_after_a_restore_follow_its_handouts_in_order(
+        ray_cluster, curriculum_factory, require_capability, scenario_seed) -> None:
+    """A pool of one task: the client hands it out, restores the service to a snapshot (a new
+    incarnation), and hands out the same task id again. The episode that started first ends
+    first: its completion is of the task the earlier incarnation issued (carried over), the
+    next one of the task the restored service issued (acknowledged); completions of one id are
+    matched to its handouts oldest first."""
+    config = CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 1}, label="only"),
+                              algorithm=UniformConfig(), num_active_tasks=1, seed=scenario_seed)
+    service = start_curriculum_service(config, factory=curriculum_factory)
+    client = CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=1, timeout=TIMEOUT)
+    try:
+        try:
+            snapshot = client.get_state()
+        except (AttributeError, NotImplementedError, CurriculumError):
+            require_capability(False, "the curriculum has no state to restore")
+        first = client.get_task().task_id
+        client.load_state(snapshot)
+        again = client.get_task().task_id
+        require_capability(again == first, "the restored pool hands out another task id")
+        counts = []
+        for _ in range(2):
+            client.update_task_performance(first, 0.5)
+            accounts = client.service_stats()
+            counts.append((accounts["carried_over_completions"], accounts["acknowledged_completions"]))
+        assert counts == [(1, 0), (1, 1)], (
+            f"task {first} handed out, the service restored, the same id handed out again, then completed twice: "
+            f"(carried over, acknowledged) after each completion {counts}, expected [(1, 0), (1, 1)] (the first "
+            f"completion is of the first handout), seed {scenario_seed}")
+    finally:
+        with contextlib.suppress(CurriculumError):
+            client.close()
+        stop_curriculum_service(service, timeout=TIMEOUT)
+
+
 class _UnwritableState:
     """A curriculum factory whose curricula's state holds something no JSON writer takes, once
     `spoiled` is set (a plug-in's state with a numpy number or a set in it)."""
