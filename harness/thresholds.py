@@ -343,6 +343,11 @@ class RayServiceLimits:
     """Batch size of the clients whose completions stay queued until the vector closes."""
     close_failing_vec_steps: int = 30
     """Vector steps of the run whose envs fail to close."""
+    stage_order_prefetch: int = 8
+    """Tasks queued by the client of the run whose answers come out of order (a refill in flight
+    beside every batch)."""
+    stage_order_calls: int = 24
+    """`get_task()` calls of that run (a batch of four scores of 1.0 after every fourth)."""
     batch_size: int = 1
     """Completions per client call: 1, so each episode's own late verdict is in its info and
     the accounting oracle's per-episode counters are exact."""

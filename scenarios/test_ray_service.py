@@ -58,6 +58,8 @@ from curriculum import (  # noqa: E402
     CurriculumEnv,
     LearningProgressConfig,
     SingleTaskGenerator,
+    Stage,
+    StagedProgressionConfig,
     UniformConfig,
     WeightedTaskSetGenerator,
 )
@@ -825,6 +827,43 @@ def test_completions_of_a_task_handed_out_before_and_after_a_restore_follow_its_
             f"task {first} handed out, the service restored, the same id handed out again, then completed twice: "
             f"(carried over, acknowledged) after each completion {counts}, expected [(1, 0), (1, 1)] (the first "
             f"completion is of the first handout), seed {scenario_seed}")
+    finally:
+        with contextlib.suppress(CurriculumError):
+            client.close()
+        stop_curriculum_service(service, timeout=TIMEOUT)
+
+
+def test_a_client_never_reports_a_stage_the_service_has_left(ray_cluster, curriculum_factory, require_capability,
+                                                             scenario_seed) -> None:
+    """A staged curriculum that only advances (every score 1.0): the client collects answers
+    out of the order the service gave them (a background refill asked for before the advance,
+    taken after the batch that reported it), and must go on reporting the newest stage, the
+    service's own, after every call."""
+    stages = [Stage(f"s{i}", SingleTaskGenerator({"episode_length": 1, "level": i}, label=f"s{i}")) for i in range(3)]
+    config = CurriculumConfig(algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=0.5,
+                                                                min_episodes=2, window=2),
+                              num_active_tasks=4, seed=scenario_seed)
+    try:
+        service = start_curriculum_service(config, factory=curriculum_factory)
+    except (CurriculumConfigError, NotImplementedError):
+        require_capability(False, "the factory takes no staged config")
+    client = CurriculumClient(service, prefetch=LIMITS.stage_order_prefetch, batch_size=64, timeout=TIMEOUT)
+    seen, wrong = [], []
+    try:
+        for call in range(LIMITS.stage_order_calls):
+            task = client.get_task()
+            if call % 4 == 3:  # a batch of four sent and answered: the service may advance
+                for _ in range(4):
+                    client.update_task_performance(task.task_id, 1.0)
+                client.flush()
+            service_stage = ray.get(service.describe.remote(), timeout=TIMEOUT)["stage"]
+            seen.append((client.stage, service_stage))
+            if client.stage is not None and client.stage < max(stage for stage, _ in seen):
+                wrong.append((call, client.stage, service_stage))
+        require_capability(seen[-1][1] is not None, "the curriculum reports no stage")
+        assert not wrong and seen[-1][1] > 0, (
+            f"a client whose service only advances reported a stage it had left: (call, client's stage, service's "
+            f"stage) {wrong[:4]}; the service reached stage {seen[-1][1]}, seed {scenario_seed}")
     finally:
         with contextlib.suppress(CurriculumError):
             client.close()
