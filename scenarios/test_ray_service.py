@@ -177,6 +177,10 @@ def test_every_episode_is_recorded_exactly_once_through_the_service(serve, uses_
             assert seeds == expected, (
                 f"{context}: {what.format(scenario_seed)} ({LIMITS.num_envs} on {LIMITS.num_workers} Ray workers) with "
                 f"seeds {seeds}; env i gets seed + i: {expected}")
+        processes = len({seeds["pid"] for seeds in reported})
+        assert processes == LIMITS.num_workers, (
+            f"{context}: {LIMITS.num_envs} envs asked for on num_workers={LIMITS.num_workers} Ray workers ran in "
+            f"{processes} processes, seed {scenario_seed}")
         ended = 0
         for _ in range(LIMITS.accounting_vec_steps):
             _, _, terminals, truncations, infos = vecenv.step(np.zeros(LIMITS.num_envs, dtype=np.int64))
