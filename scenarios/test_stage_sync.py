@@ -753,6 +753,49 @@ def test_envs_sharing_a_worker_copy_each_report_the_stage_generation_they_drew_a
             env.close()
 
 
+def test_a_worker_copy_hands_out_only_tasks_its_main_holds_through_advances_and_roll_backs(
+        curriculum_factory, require_capability, scenario_seed) -> None:
+    """Centralized tracking: a worker copy follows its main curriculum's stage (`sync_state()`
+    adopted by `apply_sync_state()`) while the main advances on scores of 1.0 and is rolled back
+    (`load_state`) to a checkpoint of each earlier stage. After every state it adopts, each task
+    the worker hands out (many draws: every slot's task) is one the main's pool holds, with its
+    config: a worker that keeps the tasks it drew before a roll-back hands out ids the restored
+    pool gave other tasks, or none."""
+    main, worker = _main_and_worker_copy(curriculum_factory, require_capability, scenario_seed)
+    missing = missing_capabilities(main, ("get_state", "load_state", "active_tasks"))
+    require_capability(not missing, f"this curriculum has no {', '.join(missing)}: no roll-back to follow")
+    last = len(LIMITS.stage_episode_lengths) - 1
+    checkpoints = {main.sync_state()["stage"]: main.get_state()}
+    wrong: list[str] = []
+
+    def follow(what: str) -> None:
+        worker.apply_sync_state(main.sync_state())
+        held = {task.task_id: dict(task.env_cfg) for task in main.active_tasks()}
+        for _ in range(LIMITS.pool * 4):
+            task = worker.get_task()
+            if held.get(task.task_id) != dict(task.env_cfg):
+                wrong.append(f"{what}: handed out task {task.task_id} ({dict(task.env_cfg)}), the main holds "
+                             f"{held.get(task.task_id, 'no such task')}")
+                return
+
+    follow("at the start")
+    for _ in range(LIMITS.min_episodes * (last + 1) * 4):  # (a bound: no hang)
+        if main.sync_state()["stage"] == last:
+            break
+        main.update_task_performance(main.get_task().task_id, 1.0)
+        stage = main.sync_state()["stage"]
+        if stage not in checkpoints:
+            checkpoints[stage] = main.get_state()
+            follow(f"advanced to stage {stage}")
+    assert main.sync_state()["stage"] == last, (
+        f"the main curriculum reached stage {main.sync_state()['stage']} of {last} on scores of 1.0, seed "
+        f"{scenario_seed}")
+    for stage in sorted(checkpoints, reverse=True)[1:]:
+        main.load_state(checkpoints[stage])
+        follow(f"rolled back to stage {stage}")
+    assert not wrong, f"a worker copy following its main: {'; '.join(wrong[:3])}, seed {scenario_seed}"
+
+
 def test_a_worker_copy_adopts_every_stage_state_the_main_can_send_and_refuses_the_rest(
         uses_builtin_curriculum, require_capability, scenario_seed) -> None:
     """`apply_sync_state()` as its docstring states it, over every stage and change count near
