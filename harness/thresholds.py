@@ -178,6 +178,8 @@ class SharedTrackerLimits:
     """Pool of the check of a checkpoint restored under an attached handle, and the handle's
     updates per task before it (learning progress evicting: 2-11 of 16 slots change in 20 per
     task, seeds 0-5; a restore then puts older ids back into those)."""
+    large_config_memory: int = 65_536
+    """A configuration memory of learning progress far larger than a section writes."""
     differential_sections: int = 400
     """Sections of seeded tracker calls given to a local and a shared tracker alike."""
     journal_history: int = 60

@@ -1427,6 +1427,28 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
                        f"(sections before it: {done[-4:-1]}), seed {scenario_seed}")
 
 
+def test_what_every_section_journals_does_not_grow_with_the_configuration_memory(
+        uses_builtin_curriculum, curriculum_factory, require_capability, scenario_seed) -> None:
+    """Every section copies the block's hot global arrays when it takes the lock; learning
+    progress's memory of configurations (up to millions of entries, written on evictions only)
+    must be a cold array, journaled only by the sections that write it: otherwise every
+    completion copies the whole memory, a cost that grows with `config_memory`."""
+    require_capability(uses_builtin_curriculum, "reads the built-in shared block's plan")
+    journaled = {}
+    for memory_size in (0, LIMITS.large_config_memory):
+        config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="one")),
+                                  algorithm=LearningProgressConfig(config_memory=memory_size), num_active_tasks=4,
+                                  seed=scenario_seed)
+        curriculum = Curriculum(config, shared_memory=True)
+        try:
+            journaled[memory_size] = curriculum.tracker.backend._plan.hot_bytes
+        finally:
+            curriculum.close()
+    assert len(set(journaled.values())) == 1, (
+        f"bytes every section copies when it takes the lock, by config_memory: {journaled}: the configuration memory "
+        f"is journaled by every completion, seed {scenario_seed}")
+
+
 def _failing_after(call: Any) -> Any:
     def failing(*args: Any, **kwargs: Any) -> Any:
         call(*args, **kwargs)
