@@ -95,11 +95,12 @@ the info of the step at which the first agents are cut, and not at the episode's
 agents ending together, as "info"). "mixed": as "info", but at the cut's step only agent 0 is
 truncated, and the other agents ending then terminate (they finished as the env cut the first):
 a cut is an episode end with some agent truncated and the flag set, not one with all of them."""
-INFO_FORMATS: Final = ("list", "dict", "log", "none", "dict-log")
+INFO_FORMATS: Final = ("list", "dict", "log", "none", "dict-log", "tuple")
 """What an `ExactAccountingEnv` returns as infos: a list of dicts (its reset's too), one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's),
 or a list holding the env's one log dict at every step (a wrapper must not write into it);
-"none", a list, None on ordinary steps; "dict-log", the env's one log dict itself at every step."""
+"none", a list, None on ordinary steps; "dict-log", the env's one log dict itself at every step;
+"tuple", the list's dicts in a tuple (an env that returns `(info,)`), its reset's too."""
 REWARD_WRITES: Final = ("every_step", "at_end")
 """How an `ExactAccountingEnv` writes rewards: `every_step`, each agent's reward at every step
 of its episode; `at_end`, each agent's whole return at its done step and nothing at any other
@@ -367,7 +368,7 @@ class ExactAccountingEnv(_HarnessEnv):
     (the step number, or the episode's info) and leaves any other key as it finds it, as an
     env that keeps a running log does; or "dict-log", that log dict itself at every step (its
     reset's: a new empty dict); or "none", a list whose ordinary steps return None (no
-    infos at all) instead of an empty list. `rewards` (constructor, `REWARD_WRITES`):
+    infos at all) instead of an empty list; or "tuple", the list's dicts in a tuple. `rewards` (constructor, `REWARD_WRITES`):
     `at_end` writes each agent's return at its done step only and nothing else (no after-done
     reward either: the buffer keeps what it held, which a wrapper must not count again).
     `fail_every_reset` (constructor): every n-th
@@ -420,7 +421,8 @@ class ExactAccountingEnv(_HarnessEnv):
             raise ValueError(f"Expected `infos` to be one of {INFO_FORMATS!r}, received {infos!r}")
         self._dict_infos = infos == "dict"
         self._none_infos = infos == "none"
-        self._list_infos = infos == "list"
+        self._list_infos = infos in ("list", "tuple")
+        self._sequence: Callable[[list[Any]], Any] = tuple if infos == "tuple" else list
         self._log: dict[str, Any] | None = {} if infos in ("log", "dict-log") else None
         self._log_returned: list[dict[str, Any]] | dict[str, Any] = \
             self._log if infos == "dict-log" else [self._log] if self._log is not None else []
@@ -496,7 +498,7 @@ class ExactAccountingEnv(_HarnessEnv):
             return self._logged({"exact_accounting": {"step": self._step}})
         if self._dict_infos:
             return self._dict_info({"exact_accounting": {"step": self._step}})
-        return None if self._none_infos else []  # (a new list each step, as before)
+        return None if self._none_infos else self._sequence([])  # (a new list each step, as before)
 
     def _dict_info(self, info: dict[str, Any]) -> Mapping[str, Any]:
         """A dict info as returned, in turn by ended episodes: a plain dict, an `OrderedDict` (a
@@ -514,7 +516,7 @@ class ExactAccountingEnv(_HarnessEnv):
             info = {"exact_accounting": {"truncated_by_desync": True}}
             if self._log is not None:
                 return self._logged(info)
-            return self._dict_info(info) if self._dict_infos else [info]
+            return self._dict_info(info) if self._dict_infos else self._sequence([info])
         return self._no_info()
 
     def _logged(self, info: dict[str, Any]) -> list[dict[str, Any]] | dict[str, Any]:
@@ -578,7 +580,8 @@ class ExactAccountingEnv(_HarnessEnv):
         if self._dict_infos:
             return self.observations, self._dict_info({"exact_accounting": {"episode_return": 0.0, "episode_length": 0}})
         if self._list_infos:  # a list of dicts, as pufferlib asks of a PufferEnv's reset
-            return self.observations, [{"exact_accounting": {"episode_return": 0.0, "episode_length": 0}}]
+            return self.observations, self._sequence([{"exact_accounting": {"episode_return": 0.0,
+                                                                            "episode_length": 0}}])
         return self.observations, self._reset_info()
 
     def step(
@@ -654,7 +657,7 @@ class ExactAccountingEnv(_HarnessEnv):
         if self._log is not None:
             return self.observations, self.rewards, self.terminals, self.truncations, self._logged(info)
         return self.observations, self.rewards, self.terminals, self.truncations, \
-            [info, {}] if self._desync_signal == "split" else [info]
+            self._sequence([info, {}] if self._desync_signal == "split" else [info])
 
 
 class SeedReportingEnv(ExactAccountingEnv):

@@ -120,7 +120,7 @@ ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 
 @pytest.mark.parametrize(("num_envs", "desync_signal", "num_agents", "infos"),
                          [(1, "info", 1, "list"), (4, "nested", 1, "list"), (1, "loose", 1, "list"),
-                          (1, "split", 1, "list"), (1, "first", 3, "list"), (1, "mixed", 3, "list"),
+                          (1, "split", 1, "tuple"), (1, "first", 3, "list"), (1, "mixed", 3, "list"),
                           (1, "attribute", 1, "list"), (1, "info", 1, "dict")],
                          ids=["1", "4", "1-loose", "1-split", "1-first-3agents", "1-mixed-3agents", "1-attribute",
                               "1-dict"])
@@ -131,7 +131,7 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
     in the info one level deep, or with 4 envs two levels deep; or "loose": the flag in every
     episode's last info, False at a time limit, True at a terminal end too, where it means
     nothing without a truncation; or "split": the flagged info followed by another dict in the
-    step's list; or "first": three agents ending at different steps, the flag in the info of
+    step's infos, a tuple (an env that returns `(info, {})`); or "first": three agents ending at different steps, the flag in the info of
     the step that cuts the first of them, the others playing on; or "mixed": three agents ending
     together, a cut truncating the first and terminating the others; or "attribute": no flag in
     any info, the env's `desync_truncation` attribute set from the cut to the next reset; or

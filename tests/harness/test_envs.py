@@ -387,9 +387,19 @@ def test_exact_accounting_dict_infos_share_keys_between_reset_and_episode_end() 
     info["exact_accounting"]["episode_return"] = 0.0  # the record keeps its own copy
     assert record.reported["exact_accounting"]["episode_return"] == 1.5
     assert type(reset_info) is dict and type(info) is OrderedDict  # (a dict subclass once an odd number ended)
-    with pytest.raises(ValueError,
-                       match="^Expected `infos` to be one of \\('list', 'dict', 'log', 'none', 'dict-log'\\), received 'tuple'$"):
-        ExactAccountingEnv(infos="tuple")
+    with pytest.raises(ValueError, match="^Expected `infos` to be one of \\('list', 'dict', 'log', 'none', 'dict-log', "
+                                         "'tuple'\\), received 'set'$"):
+        ExactAccountingEnv(infos="set")
+
+
+def test_exact_accounting_tuple_infos_hold_the_list_dicts_in_a_tuple() -> None:
+    env = ExactAccountingEnv(reward_per_step=0.5, episode_length=2, infos="tuple", desync_signal="split")
+    assert env.reset()[1] == ({"exact_accounting": {"episode_return": 0.0, "episode_length": 0}},)
+    actions = np.zeros(1, dtype=np.int32)
+    assert env.step(actions)[4] == ()
+    infos = env.step(actions)[4]
+    assert type(infos) is tuple and len(infos) == 2 and infos[1] == {}
+    assert infos[0]["exact_accounting"] == {"episode_return": 1.0, "episode_length": 2}
 
 
 def test_exact_accounting_none_infos_return_none_on_ordinary_steps() -> None:

@@ -93,8 +93,9 @@ def test_the_built_in_generators_pass(name) -> None:
 
 
 @pytest.mark.parametrize(("name", "make", "expected"), [
-    ("int_range", _bucketed(BucketedTaskGenerator, REFERENCE_GENERATORS["int_range"], level=TruncatedRange(-3, 4)),
-     "bucket 'level' value -3: 0 of 4000"),
+    ("int_range", _bucketed(BucketedTaskGenerator, REFERENCE_GENERATORS["int_range"],
+                            **{"limits.level": TruncatedRange(-3, 4)}),
+     "bucket 'limits.level' value -3: 0 of 4000"),
     ("grid", _bucketed(SharedLists, REFERENCE_GENERATORS["grid"]), "again (after the caller changed its copy)"),
     ("grid", _bucketed(WrongLabel, REFERENCE_GENERATORS["grid"]), "label 'maze_medium', expected 'maze_large'"),
     ("grid", _bucketed(SkewedGrid, REFERENCE_GENERATORS["grid"]), "bucket 'difficulty' value 0:"),
