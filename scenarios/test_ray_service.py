@@ -934,6 +934,7 @@ class _ClientModel:
         self.pending: list[bool] = []  # per completion queued: whether the service refuses it (an id never issued)
         self.outbox: list[bool] | None = None
         self.sent = self.refused = 0
+        self.handed = 0  # tasks `get_task()` handed out, and those a restore dropped from the queue (at most prefetch)
 
     def collect(self) -> bool:
         """The outbox answered (a refusal in it raises): its counts; whether it raises."""
@@ -1028,6 +1029,8 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
         for model in models:  # reads, before any task is drawn: nothing to send, no task to draw
             model.client.stats()
             model.client.flush()
+        with pytest.raises(CurriculumConfigError):  # raised in the service, by its own name
+            models[0].client.checkpoint()  # (a service started without a checkpoint path)
         try:
             snapshot = restorer.client.get_state()
         except (AttributeError, NotImplementedError, CurriculumError):  # a plug-in without checkpoints
@@ -1046,6 +1049,7 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
             where = f"call {call} ({kind}), {model.name}, seed {scenario_seed}"
             if kind == "get":
                 model.held.append(client.get_task().task_id)
+                model.handed += 1
             elif kind in ("complete", "unknown id"):
                 if kind == "complete" and not model.held or kind == "unknown id" and second_half and model is not restorer:
                     continue
@@ -1076,6 +1080,7 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                     continue  # (load_state flushes first: only with nothing to refuse)
                 model.flush()
                 client.load_state(snapshot)
+                model.handed += LIMITS.prefetch  # (the queue and a refill in flight, drawn from the replaced pool)
                 try:  # tasks handed out before the restore, completed after it: late, never refused
                     while model.held:  # (before the one below: a task held under its id would take its completion)
                         model.complete(False)
@@ -1088,6 +1093,7 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
                 before = ray.get(service.client_accounts.remote(), timeout=TIMEOUT)[client.client_id]["acknowledged"]
                 model.complete(False)
                 client.update_task_performance(client.get_task().task_id, 0.5)
+                model.handed += 1
                 model.flush()
                 client.flush()
                 after = ray.get(service.client_accounts.remote(), timeout=TIMEOUT)[client.client_id]["acknowledged"]
@@ -1124,6 +1130,10 @@ def test_a_client_accounts_for_every_completion_whatever_its_worker_does(ray_clu
             done[kind] += 1
             wrong = model.differences()
             assert not wrong, f"{where}: (the client's, by its documentation): {wrong}"
+            issued = _issued(service, client)
+            assert issued <= model.handed + LIMITS.prefetch, (
+                f"{where}: the service issued {issued} tasks to a client that handed out {model.handed} (a restore's "
+                f"dropped queue counted as handed out; prefetch {LIMITS.prefetch}): it drew more than its queue holds")
         closer = models[1]  # (batches of 3, sent without waiting for the answer)
         if not closer.refusing():  # a batch in flight and nothing queued: close() must collect its verdicts
             while closer.outbox is None or closer.pending:
