@@ -269,7 +269,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
                                   fail_every_reset=LIMITS.fail_every_reset)
     made = gymnasium.wrappers.OrderEnforcing(gymnasium.wrappers.PassiveEnvChecker(inner))  # as gymnasium.make builds it
     env = GymCurriculumEnv(made, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
-    ran, resets, refused, full = [], [], 0, []
+    ran, resets, refused, full, named = [], [], 0, [], []
     for index in range(LIMITS.episodes):
         seed, options = scenario_seed if index == 0 else None, {"episode": index} if index % 2 else None
         while True:  # a failed draw or env start is retried, as a training loop does
@@ -281,7 +281,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
             break
         resets.append((seed, options))
         watcher.observe(info)
-        configs = set()
+        configs, tasks = set(), {env.task.task_id}  # (`task`: the running episode's, or the one just ended)
         done = ended = False
         while not done:
             configs.add((float(obs[0]), float(obs[1])))
@@ -296,16 +296,22 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
                 ended = True
                 _assert_step_refused_until_reset(env, scenario_seed, 0)
                 break
+            finally:
+                tasks.add(env.task.task_id)
             watcher.observe(info)
             ended = terminated or truncated
             done = ended or index % LIMITS.abandon_every == LIMITS.abandon_every - 1
         ran.append(sorted(configs))
+        named.append(sorted(tasks))
         full.append(ended)
-    for index, (configs, task) in enumerate(zip(ran, curriculum.tasks)):
+    for index, (configs, task, tasks) in enumerate(zip(ran, curriculum.tasks, named)):
         expected = (float(task.env_cfg["episode_length"]), float(task.env_cfg["reward_per_step"]))
         assert configs == [expected], (
             f"GymCurriculumEnv: episode {index} was handed task {task.task_id} with config {expected} "
             f"(episode_length, reward_per_step) but ran {configs}, seed {scenario_seed}")
+        assert tasks == [task.task_id], (
+            f"GymCurriculumEnv: episode {index} ran task {task.task_id}, but `env.task` named tasks {tasks} from its "
+            f"reset to its last step (the running episode's, or the one just ended), seed {scenario_seed}")
     passed = next((i for i, (given, got) in enumerate(zip(resets, inner.resets)) if given != got), None)
     assert passed is None and len(inner.resets) == len(resets), (
         f"GymCurriculumEnv: reset {passed} was called with (seed, options) {resets[passed]}, the env received "
