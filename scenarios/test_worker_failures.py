@@ -693,6 +693,46 @@ def _pids_building(marks: str, count: int) -> list[int]:
     return []
 
 
+def _a_worker_of(trainer_pid: int) -> None:
+    """A process started as a worker of `trainer_pid` by another process (a fork server): it
+    watches its trainer as the vector's workers do, then waits to be ended."""
+    vector_module._end_with_parent(trainer_pid)
+    time.sleep(LIMITS.deadline * 2)
+
+
+@pytest.mark.parametrize("trainer", ["gone before the worker starts", "killed once the worker runs"])
+def test_a_worker_ends_with_its_trainer_whenever_the_trainer_dies(uses_builtin_curriculum, require_capability,
+                                                                   trainer: str) -> None:
+    """A worker that a fork server started (its parent is not its trainer) watches its trainer
+    and ends by SIGTERM once it is gone: killed while the worker runs, or gone already when the
+    worker starts (a trainer killed while it asked for its workers), which the watch finds at
+    once, not never."""
+    require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
+    require_capability(sys.platform == "linux", "workers watch their trainer on Linux")
+    trainer_process = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    if trainer == "gone before the worker starts":
+        trainer_process.kill()
+        trainer_process.wait()
+    worker = mp.get_context("fork").Process(target=_a_worker_of, args=(trainer_process.pid,), daemon=True)
+    worker.start()
+    try:
+        if trainer == "killed once the worker runs":
+            time.sleep(0.2)
+            trainer_process.kill()
+            trainer_process.wait()
+        worker.join(timeout=LIMITS.deadline)
+        assert worker.exitcode == -signal.SIGTERM, (
+            f"a worker whose trainer was {trainer} ended with {worker.exitcode} (None: still running "
+            f"{LIMITS.deadline} s later); expected SIGTERM ({-signal.SIGTERM})")
+    finally:
+        if worker.is_alive():
+            worker.kill()
+            worker.join()
+        if trainer_process.poll() is None:
+            trainer_process.kill()
+            trainer_process.wait()
+
+
 def test_no_worker_outlives_its_trainer(uses_builtin_curriculum, require_capability, tmp_path) -> None:
     """A trainer SIGKILLed mid-run (the OOM killer), one whose workers a fork server started
     SIGKILLed too, one SIGKILLed while its workers still build their envs, and one whose script
