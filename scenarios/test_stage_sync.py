@@ -35,12 +35,13 @@ import time
 from typing import Any
 
 import numpy as np
+import pufferlib.vector
 import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, CurriculumEnv,
                         LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig)
 from curriculum.stats import COMPLETION_INFO_KEY
-from curriculum.vector import StageBroadcast, make_curriculum_vecenv
+from curriculum.vector import CentralizedCurriculumVecEnv, StageBroadcast, make_curriculum_vecenv
 from harness.envs import INFO_FORMATS, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.processes import start_method
@@ -316,6 +317,49 @@ def test_a_stage_restored_into_a_running_vector_reaches_every_worker(curriculum_
                 f"earlier stages (vec step, env, stage): {stale[:5]} ({len(stale)} in all), and {step} vec steps later "
                 f"the run was at stage {stats['stage']} of {last}, {stats.get('late_completions')} late completions, "
                 f"seed {scenario_seed}")
+    finally:
+        vecenv.close()
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+
+
+def test_a_stage_restored_before_a_vector_built_by_hand_is_wrapped_reaches_every_worker(
+        curriculum_factory, require_capability, scenario_seed) -> None:
+    """A vector built by hand under centralized tracking (`curriculum.vector`'s docstring: the
+    broadcast first, each worker env given it as its stage source, the vector wrapped last), on
+    a curriculum whose checkpoint at the middle stage is restored after the workers' copies were
+    made and before the wrapping: the reset must start every env on the restored stage, and the
+    run must go on to the last stage. The workers' copies hold the stage they were made at;
+    only a publish of the restored one moves them."""
+    config = staged_config(scenario_seed)
+    restored = len(LIMITS.stage_episode_lengths) // 2
+    checkpoint, _ = _staged_checkpoints(curriculum_factory, require_capability, config, restored)
+    curriculum = curriculum_factory(config)
+    lacking = missing_capabilities(curriculum, ("sync_state", "apply_sync_state", "load_state"))
+    require_capability(not lacking, f"this curriculum has no {', '.join(lacking)}: no stage to broadcast")
+    broadcast = StageBroadcast()
+
+    def make_env(buf: Any = None, seed: int = 0) -> CurriculumEnv:
+        return CurriculumEnv(ExactAccountingEnv(buf=buf, seed=seed), curriculum, seed=seed, buf=buf,
+                             local_tracking=False, stage_source=broadcast, score_fn=full_score)
+
+    vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Multiprocessing, num_envs=LIMITS.num_envs,
+                                   num_workers=2)  # (each worker process holds its own copy)
+    last = len(LIMITS.stage_episode_lengths) - 1
+    try:
+        curriculum.load_state(checkpoint)
+        wrapped = CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast)
+        obs, _ = wrapped.reset(seed=scenario_seed)
+        started = _stages_started(obs)
+        actions = np.zeros(wrapped.action_space.shape, dtype=np.int32)
+        for _ in range(LIMITS.vec_steps):
+            if curriculum.stage == last:
+                break
+            wrapped.step(actions)
+        assert started == [restored] * LIMITS.num_envs and curriculum.stage == last, (
+            f"a checkpoint at stage {restored} restored before a vector built by hand was wrapped: the reset started "
+            f"the envs on stages {started}, and the run reached stage {curriculum.stage} of {last} "
+            f"({curriculum.stats().get('late_completions')} late completions), seed {scenario_seed}")
     finally:
         vecenv.close()
         if callable(getattr(curriculum, "close", None)):
