@@ -633,8 +633,8 @@ def test_a_checkpoint_written_with_whole_floats_as_integers_resumes_as_the_unint
         _play(original, space.simulator, LIMITS.episodes_before)
         saved = json.loads(json.dumps(original.get_state()))
         written = _whole_floats_as_integers(saved)
-        assert json.dumps(written) != json.dumps(saved), (
-            f"{setup}: the checkpoint holds no whole float to write as an integer, seed {scenario_seed}")
+        require_capability(json.dumps(written) != json.dumps(saved),
+                           f"{setup}: the checkpoint holds no whole float to write as an integer")
         resumed = curriculum_factory(config)
         try:
             resumed.load_state(written)
