@@ -376,7 +376,7 @@ def test_config_seed_and_worker_seed_both_count(curriculum_factory, require_capa
 def test_a_vector_reset_seeds_env_i_with_the_given_seed_plus_i(tracking: str) -> None:
     """`reset(seed=s)` of a vector, whatever seed it was built with, starts env i from seed
     s + i (pufferlib's convention), every time it is called: a trainer that reseeds its vector
-    per run replays that run's env streams."""
+    per run replays that run's env streams; `reset(seed=None)` reseeds no env."""
     curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 2}),
                                              algorithm=UniformConfig(), num_active_tasks=4))
     vecenv = make_curriculum_vecenv(_env, curriculum, backend="Serial", tracking=tracking, num_envs=3, seed=7)
@@ -388,6 +388,11 @@ def test_a_vector_reset_seeds_env_i_with_the_given_seed_plus_i(tracking: str) ->
             assert received == [seed + i for i in range(len(envs))], (
                 f"{tracking} tracking: reset(seed={seed}) of a vector built with seed=7 reset its envs with seeds "
                 f"{received}, expected {[seed + i for i in range(len(envs))]}")
+        vecenv.reset(seed=None)
+        received = [env.reset_seeds[-1] for env in envs]
+        assert received == [None] * len(envs), (
+            f"{tracking} tracking: reset(seed=None) reset the envs with seeds {received}: an unseeded reset leaves "
+            f"each env's own stream alone (seed None)")
     finally:
         vecenv.close()
         curriculum.close()
