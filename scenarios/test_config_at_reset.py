@@ -533,6 +533,51 @@ def test_the_wrappers_entries_are_its_own_whatever_the_env_wrote_under_their_nam
         getattr(curriculum, "close", lambda: None)()
 
 
+class _ResetReportingEnv(ExactAccountingEnv):
+    """`ExactAccountingEnv` (`infos` its step infos' shape) whose every `reset()` reports the
+    number of its starts under a key of its own, in one dict or in a list holding one."""
+
+    def __init__(self, *, reset_infos: str, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.starts, self._reset_shape = 0, reset_infos
+
+    def reset(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
+        obs, _ = super().reset(seed)
+        self.starts += 1
+        info = {"started": self.starts}
+        return obs, info if self._reset_shape == "dict" else [info]
+
+
+def _reported_starts(infos: Any) -> list[int]:
+    return [info["started"] for info in ([infos] if isinstance(infos, dict) else infos or ())
+            if isinstance(info, dict) and "started" in info]
+
+
+@pytest.mark.parametrize("reset_infos", ["dict", "list"])
+@pytest.mark.parametrize("step_infos", ["dict", "list"])
+def test_what_an_env_reports_at_each_reset_reaches_the_trainer(curriculum_factory, curriculum_env_class,
+                                                                 scenario_seed, step_infos, reset_infos) -> None:
+    """Whatever the shapes of an env's step and reset infos (a dict, or a list of dicts), what
+    it reports when it starts an episode (its reset's infos: a map's seed, a generation's
+    numbers) reaches the trainer once per start: with the first `reset()`, and with the step
+    whose episode end the wrapper's auto-reset followed."""
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=BucketedTaskGenerator({"reward_per_step": 0.25}, {"episode_length": [1, 2, 3]}),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
+    inner = _ResetReportingEnv(reset_infos=reset_infos, infos=step_infos)
+    env = curriculum_env_class(inner, curriculum, seed=scenario_seed)
+    try:
+        seen = _reported_starts(env.reset(seed=scenario_seed)[1])
+        for _ in range(LIMITS.echo_steps):
+            seen += _reported_starts(env.step(np.zeros(1, dtype=np.int32))[4])
+        assert seen == list(range(1, inner.starts + 1)), (
+            f"step infos a {step_infos}, reset infos a {reset_infos}: the env started {inner.starts} episodes, the "
+            f"trainer read the starts {seen[:12]} from its infos, seed {scenario_seed}")
+    finally:
+        env.close()
+        getattr(curriculum, "close", lambda: None)()
+
+
 def test_every_task_is_the_one_its_id_names(curriculum_factory, require_capability, scenario_seed, oracle) -> None:
     """Under churn (5 learnable of 50 tasks, evictions every few episodes), with the student
     task nested in a sub-config beside a sibling setting, every handed-out task's config and
