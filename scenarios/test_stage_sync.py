@@ -39,7 +39,7 @@ import pufferlib.vector
 import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, CurriculumEnv,
-                        LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig)
+                        LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig, UnknownTaskError)
 from curriculum.stats import COMPLETION_INFO_KEY
 from curriculum.vector import CentralizedCurriculumVecEnv, StageBroadcast, make_curriculum_vecenv
 from harness.envs import INFO_FORMATS, ExactAccountingEnv
@@ -317,6 +317,35 @@ def test_a_stage_restored_into_a_running_vector_reaches_every_worker(curriculum_
                 f"earlier stages (vec step, env, stage): {stale[:5]} ({len(stale)} in all), and {step} vec steps later "
                 f"the run was at stage {stats['stage']} of {last}, {stats.get('late_completions')} late completions, "
                 f"seed {scenario_seed}")
+    finally:
+        vecenv.close()
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+
+
+def test_a_roll_back_while_envs_run_tasks_issued_after_the_checkpoint_is_refused_by_name(
+        curriculum_factory, require_capability, scenario_seed) -> None:
+    """Centralized tracking, the main curriculum rolled back (`load_state`) to its first
+    checkpoint while every env runs a task of a later stage, issued after it: those tasks are
+    unknown to the restored pool, and the step that hands their completions over must raise
+    `UnknownTaskError` (documented: roll back mid-episode only by building a new vector), not
+    pass them over, recorded nowhere."""
+    config = staged_config(scenario_seed)
+    curriculum, vecenv = _staged_vecenv(curriculum_factory, require_capability, scenario_seed, "Serial",
+                                        "centralized", config)
+    try:
+        checkpoint = curriculum.get_state()
+        obs, _ = vecenv.reset(seed=scenario_seed)
+        actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
+        for _ in range(LIMITS.vec_steps):  # until every env has started an episode of a later stage
+            if min(_stages_started(obs)) > 0:
+                break
+            obs = vecenv.step(actions)[0]
+        require_capability(min(_stages_started(obs)) > 0, "the run never had every env on a later stage")
+        curriculum.load_state(checkpoint)
+        with pytest.raises(UnknownTaskError):
+            for _ in range(max(LIMITS.stage_episode_lengths) + 1):
+                vecenv.step(actions)
     finally:
         vecenv.close()
         if callable(getattr(curriculum, "close", None)):
