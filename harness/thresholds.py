@@ -345,6 +345,8 @@ class RayServiceLimits:
     """Batch size of the clients whose completions stay queued until the vector closes."""
     close_failing_vec_steps: int = 30
     """Vector steps of the run whose envs fail to close."""
+    schedule_checkpoint_requests: float = 0.025
+    """Share of the service schedule's calls before which a checkpoint is written on request."""
     stage_order_prefetch: int = 8
     """Tasks queued by the client of the run whose answers come out of order (a refill in flight
     beside every batch)."""

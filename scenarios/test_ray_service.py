@@ -508,7 +508,7 @@ class _ModelClient:
 
 
 _SCHEDULE = {"batch": 24, "refill": 12, "resend": 3, "complete now": 3, "new client": 1, "release": 1, "lost": 1,
-             "checkpoint": 1, "restore": 1, "refused restore": 1, "restart": 1, "write file": 1}
+             "checkpoint": 1, "restore": 1, "refused restore": 1, "restart": 1}
 """The relative weights of a client's calls in the schedule (`LIMITS.schedule_calls` calls)."""
 
 
@@ -640,9 +640,16 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
 
     for _ in range(3):
         open_client()
+    requests = np.random.default_rng([scenario_seed, 1])  # (its own stream: the schedule's draws stay as they were)
     for call in range(1, LIMITS.schedule_calls + 1):
+        if snapshot is not None and requests.random() < LIMITS.schedule_checkpoint_requests:
+            service.checkpoint()  # written on request: the interval is counted from it
+            now = service.stats()
+            in_file = (now["total_completions"] + now["late_completions"],
+                       {c.name: c.last for c in clients if c.last is not None and not c.lost})
+            since_file = 0
         kind = rng.choice(list(_SCHEDULE), p=np.array(list(_SCHEDULE.values())) / sum(_SCHEDULE.values()))
-        if kind in ("checkpoint", "restore", "refused restore", "restart", "write file") and snapshot is None:
+        if kind in ("checkpoint", "restore", "refused restore", "restart") and snapshot is None:
             continue
         client = clients[rng.integers(len(clients))] if clients else open_client()
         where = f"[{setup}] call {call} ({kind}, {client.name}), seed {scenario_seed}"
@@ -682,12 +689,6 @@ def _follow_schedule(service: Any, start: Callable[..., Any], setup: str, uses_b
             declare_lost(client, where)
         elif kind == "checkpoint":
             snapshot = service.get_state()
-        elif kind == "write file":  # a checkpoint written on request: the interval is counted from it
-            service.checkpoint()
-            now = service.stats()
-            in_file = (now["total_completions"] + now["late_completions"],
-                       {c.name: c.last for c in clients if c.last is not None and not c.lost})
-            since_file = 0
         elif kind == "restore":
             error = service.load_state(snapshot)
             assert error is None, f"{where}: the service refused its own snapshot: {error}"
