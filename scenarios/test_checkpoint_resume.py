@@ -162,16 +162,23 @@ def _resume_check(curriculum_factory, require_capability, scenario_seed, oracle,
     return original, resumed, after
 
 
+def _loaded(curriculum_factory, config, state: dict[str, Any], refused: str, seed: int) -> Any:
+    """A fresh curriculum of `config` that loaded `state`; the test fails (`refused`, the error)
+    if it was refused."""
+    resumed = curriculum_factory(config)
+    try:
+        resumed.load_state(state)
+    except Exception as error:  # noqa: BLE001 - reported below
+        pytest.fail(f"{refused}: {type(error).__name__}: {error}, seed {seed}")
+    return resumed
+
+
 def _restored(curriculum_factory, config, original, what: str, seed: int) -> Any:
     """A fresh curriculum of `config` that loaded a checkpoint of `original` (through JSON):
     the checkpoint must load, and the restored curriculum report what `original` does."""
     saved, reported = json.loads(json.dumps(original.get_state())), _reported(original)
-    resumed = curriculum_factory(config)
-    try:
-        resumed.load_state(saved)
-    except Exception as error:  # noqa: BLE001 - reported below
-        pytest.fail(f"{what}: the checkpoint was refused by the curriculum that saved it: "
-                    f"{type(error).__name__}: {error}, seed {seed}")
+    resumed = _loaded(curriculum_factory, config, saved,
+                      f"{what}: the checkpoint was refused by the curriculum that saved it", seed)
     restored = _reported(resumed)
     differ = {key: (value, restored.get(key)) for key, value in reported.items() if restored.get(key) != value}
     assert not differ, f"{what}: restored, the curriculum reports other numbers: {differ}, seed {seed}"
@@ -635,12 +642,9 @@ def test_a_checkpoint_written_with_whole_floats_as_integers_resumes_as_the_unint
         written = _whole_floats_as_integers(saved)
         require_capability(json.dumps(written) != json.dumps(saved),
                            f"{setup}: the checkpoint holds no whole float to write as an integer")
-        resumed = curriculum_factory(config)
-        try:
-            resumed.load_state(written)
-        except Exception as error:  # noqa: BLE001 - reported below
-            pytest.fail(f"{setup}: the checkpoint with its whole floats written as integers was refused: "
-                        f"{type(error).__name__}: {error}, seed {scenario_seed}")
+        resumed = _loaded(curriculum_factory, config, written,
+                          f"{setup}: the checkpoint with its whole floats written as integers was refused",
+                          scenario_seed)
         again = json.loads(json.dumps(resumed.get_state()))
         differ = sorted(key for key in saved if again.get(key) != saved[key])
         assert not differ, (f"{setup}: restored from the checkpoint with its whole floats written as integers, "
