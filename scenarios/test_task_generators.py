@@ -25,7 +25,7 @@ import json
 
 import pytest
 
-from curriculum import ValueRange, WeightedTaskSetGenerator
+from curriculum import BucketedTaskGenerator, ValueRange, WeightedTaskSetGenerator
 from harness.generator_checks import REFERENCE_GENERATORS, Z, build, check_generator, same_in_another_process, weight_of
 from harness.thresholds import TASK_GENERATORS as LIMITS
 
@@ -118,6 +118,22 @@ def _change_in_place(value) -> None:
             else:
                 value[index] = "changed"
         value.append("changed")  # (a scalar: lists shared by mistake grow by one entry a call, not twice as deep)
+
+
+def test_a_label_given_empty_is_taken_as_given(scenario_seed) -> None:
+    """A label given as "" (the documented "label, when given") is a label, not a missing one:
+    with value labels, tasks take the value labels alone; without them, the label "". A base
+    config's own "label" entry (what a missing label falls back on) must not show."""
+    ids = _ids("pool")[:LIMITS.cross_process_tasks]
+    sizes = {8: "small", 16: "large"}
+    labelled = BucketedTaskGenerator({"label": "base"}, {"size": [8, 16]}, label="", value_labels={"size": sizes},
+                                     seed=scenario_seed)
+    alone = BucketedTaskGenerator({"label": "base"}, {"size": [8, 16]}, label="", seed=scenario_seed)
+    got = {"with value labels": ({labelled.generate(i)[1] for i in ids}, set(labelled.labels)),
+           "without": ({alone.generate(i)[1] for i in ids}, set(alone.labels))}
+    expected = {"with value labels": ({"small", "large"}, {"small", "large"}), "without": ({""}, {""})}
+    assert got == expected, (f"a generator given label=\"\": (task labels, `labels`) {got}, expected {expected}, "
+                             f"seed {scenario_seed}")
 
 
 def test_changing_the_callers_config_changes_no_task(scenario_seed) -> None:
