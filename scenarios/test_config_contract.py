@@ -886,6 +886,33 @@ def test_every_default_is_the_golden_one(golden) -> None:
     golden(_defaults())
 
 
+@pytest.mark.parametrize("given", ["to the attaching config", "to the shared curriculum"])
+def test_an_attach_refusal_puts_each_value_on_its_own_side(given: str) -> None:
+    """`Curriculum.attach` with a config that differs from the shared curriculum's names the
+    field and both values, each on its own side of the message ("... in the shared curriculum,
+    ... in the config given to attach"), also for a field only one side has (value labels given
+    to one generator only): read the wrong way round, the user changes the wrong config."""
+    sizes = {8: "small", 16: "large"}
+    plain = CurriculumConfig(task_generator=BucketedTaskGenerator({}, {"size": [8, 16]}, label="maze"),
+                             algorithm=UniformConfig(), num_active_tasks=2)
+    labelled = CurriculumConfig(task_generator=BucketedTaskGenerator({}, {"size": [8, 16]}, label="maze",
+                                                                     value_labels={"size": sizes}),
+                                algorithm=UniformConfig(), num_active_tasks=2)
+    shared, attaching = (plain, labelled) if given == "to the attaching config" else (labelled, plain)
+    creator = Curriculum(shared, shared_memory=True)
+    try:
+        with pytest.raises(CurriculumConfigError) as refused:
+            Curriculum.attach(creator.shared_memory_name, attaching).close()
+    finally:
+        creator.close()
+    message = str(refused.value)
+    sides = ("nothing in the shared curriculum", "in the config given to attach") if given == "to the attaching config" \
+        else ("in the shared curriculum, nothing in the config given to attach",)
+    assert "value_labels" in message and all(side in message for side in sides), (
+        f"value labels given {given} only: attach was refused with {message!r}, which does not name the field with "
+        f"each side's value on its side ({sides})")
+
+
 #: each named error and the builtin kind its documentation (`curriculum.errors`, `docs/protocol.md`)
 #: says it is: what a caller's `except ValueError` or `except TimeoutError` relies on
 ERROR_KINDS = {"CurriculumConfigError": ValueError, "InvalidScoreError": ValueError, "UnknownTaskError": LookupError,
