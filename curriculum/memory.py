@@ -563,6 +563,11 @@ class SharedMemoryBackend(TaskMemoryBackend):
         header = json.dumps({"format": TRACKER_FORMAT, "layout": checked, "slot_arrays": slots,
                              "cold_arrays": cold, "lock_timeout": lock_timeout, "creator": creator,
                              "meta": dict(meta or {})}).encode()
+        if len(header) > _MAX_HEADER_BYTES:  # (no other process could attach it)
+            raise CurriculumConfigError(
+                f"Expected a shared tracker header (its layout and `meta`, a curriculum's config description) of at "
+                f"most {_MAX_HEADER_BYTES} bytes, received {len(header)} bytes"
+            )
         plan = _Plan(checked, slots, len(header), cold)
         fd, name = self._create_file(name, plan.size)
         try:

@@ -1351,6 +1351,34 @@ def test_every_block_a_creator_accepts_attaches_as_it_was_created(scenario_seed)
         f"as created ({created} created in all): {wrong[:4]}, seed {scenario_seed}")
 
 
+def test_a_header_at_the_size_limit_attaches_and_one_past_it_is_refused_at_creation(scenario_seed) -> None:
+    """A block's header (its layout and `meta`, where a curriculum keeps its config) may be as
+    large as `memory._MAX_HEADER_BYTES`: a header of exactly that size attaches; one byte more is
+    refused by name when the block is created, not made into a block no other process can
+    attach (nor the orphan sweep recognise)."""
+    layout = {"row_values": ("float64", 2), "counters": ("int64", 2)}
+    probe = memory.SharedMemoryBackend(layout, slot_arrays=("row_values",), meta={"pad": ""})
+    try:
+        base = int.from_bytes(probe._segment.map[8:16], "little")
+    finally:
+        probe.close()
+    at_limit = memory.SharedMemoryBackend(layout, slot_arrays=("row_values",),
+                                          meta={"pad": "x" * (memory._MAX_HEADER_BYTES - base)})
+    try:
+        length = int.from_bytes(at_limit._segment.map[8:16], "little")
+        try:
+            memory.SharedMemoryBackend.attach(at_limit.name).close()
+        except CurriculumError as error:
+            pytest.fail(f"a block whose header is {length} bytes (the limit {memory._MAX_HEADER_BYTES}) was created "
+                        f"and refused to attach: {type(error).__name__}: {error}, seed {scenario_seed}")
+    finally:
+        at_limit.close()
+    assert length == memory._MAX_HEADER_BYTES, f"the padded header is {length} bytes, not the limit"
+    with pytest.raises(CurriculumConfigError, match=str(memory._MAX_HEADER_BYTES + 1)):
+        memory.SharedMemoryBackend(layout, slot_arrays=("row_values",),
+                                   meta={"pad": "x" * (memory._MAX_HEADER_BYTES - base + 1)}).close()
+
+
 def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) -> None:
     """A shared tracker swaps several of the local tracker's methods for journaled writes and
     lock-free reads of its block; what it answers must not change with it. The same seeded

@@ -151,6 +151,12 @@ def test_a_block_name_must_be_a_plain_file_name(name) -> None:
             SharedMemoryBackend(LAYOUT, name=name)
 
 
+def test_a_header_past_its_limit_is_refused_at_creation() -> None:
+    with pytest.raises(CurriculumConfigError, match="^Expected a shared tracker header .* of at most 16777216 bytes, "
+                                                    "received 1677[0-9]{4} bytes$"):
+        SharedMemoryBackend(LAYOUT, meta={"pad": "x" * (1 << 24)})
+
+
 def test_creating_a_block_under_a_name_that_exists_is_refused(shared: SharedMemoryBackend) -> None:
     message = f"Expected no shared memory block named {shared.name!r}, but {str(_shm_path(shared.name))!r} already exists"
     with pytest.raises(SharedTrackerError, match=exact(message)):
