@@ -347,6 +347,9 @@ class RayServiceLimits:
     """Vector steps of the run whose envs fail to close."""
     schedule_checkpoint_requests: float = 0.025
     """Share of the service schedule's calls before which a checkpoint is written on request."""
+    restart_stage_calls: int = 40
+    """Completions of score 1.0 before the staged service is killed and restarted by Ray (the
+    stages advance on the first 8; the rest only raise its answer numbers)."""
     stage_order_prefetch: int = 8
     """Tasks queued by the client of the run whose answers come out of order (a refill in flight
     beside every batch)."""

@@ -875,6 +875,52 @@ def test_a_client_never_reports_a_stage_the_service_has_left(ray_cluster, curric
         stop_curriculum_service(service, timeout=TIMEOUT)
 
 
+def test_a_client_follows_the_stage_of_a_service_ray_restarted_from_its_checkpoint(
+        ray_cluster, curriculum_factory, require_capability, scenario_seed, tmp_path) -> None:
+    """A staged service that Ray restarts from its checkpoint file (`max_restarts`) comes back
+    at the stage the file holds, numbering its answers from the start again: its clients must
+    follow it there at once (its stage, by its first answers), not keep the stage the dead
+    incarnation had reached until the new one has answered as many times."""
+    stages = [Stage(f"s{i}", SingleTaskGenerator({"episode_length": 1, "level": i}, label=f"s{i}")) for i in range(3)]
+    config = CurriculumConfig(algorithm=StagedProgressionConfig(stages=stages, advancement_threshold=0.5,
+                                                                min_episodes=4, window=4),
+                              num_active_tasks=4, seed=scenario_seed)
+    try:
+        service = start_curriculum_service(config, factory=curriculum_factory, checkpoint_path=str(tmp_path / "s.json"),
+                                           max_restarts=1)
+    except (CurriculumConfigError, NotImplementedError):
+        require_capability(False, "the factory takes no staged config")
+    client = CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=1, timeout=TIMEOUT)
+    try:
+        client.get_task()
+        require_capability(client.stage is not None, "the curriculum reports no stage")
+        client.checkpoint()  # the file holds stage 0
+        for _ in range(LIMITS.restart_stage_calls):  # the service advances, answering many times
+            client.update_task_performance(client.get_task().task_id, 1.0)
+        advanced, dead_epoch = client.stage, client.service_stats()["epoch"]
+        ray.kill(service, no_restart=False)
+        deadline = time.monotonic() + TIMEOUT
+        while True:  # until the restarted incarnation answers
+            try:
+                if client.service_stats()["epoch"] != dead_epoch:
+                    break
+            except CurriculumServiceError:
+                pass
+            assert time.monotonic() < deadline, f"the service did not come back within {TIMEOUT} s"
+            time.sleep(0.2)
+        seen = []
+        for _ in range(LIMITS.prefetch + 2):  # (the queue of the dead incarnation's tasks runs out)
+            client.update_task_performance(client.get_task().task_id, 0.0)
+            seen.append((client.stage, ray.get(service.describe.remote(), timeout=TIMEOUT)["stage"]))
+        assert advanced > 0 and seen[-1][0] == seen[-1][1], (
+            f"a client whose service reached stage {advanced}, then was restarted by Ray from its checkpoint at stage "
+            f"0: (client's stage, service's stage) after each call {seen}, seed {scenario_seed}")
+    finally:
+        with contextlib.suppress(CurriculumError):
+            client.close()
+        stop_curriculum_service(service, timeout=TIMEOUT)
+
+
 class _UnwritableState:
     """A curriculum factory whose curricula's state holds something no JSON writer takes, once
     `spoiled` is set (a plug-in's state with a numpy number or a set in it)."""
