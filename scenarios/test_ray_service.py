@@ -803,6 +803,13 @@ class _StallingCurriculum:
         return getattr(self._inner, name)
 
 
+def _close_and_stop(client: CurriculumClient, service: Any) -> None:
+    """Close `client` (an error of its last flush is not the check's), then stop `service`."""
+    with contextlib.suppress(CurriculumError):
+        client.close()
+    stop_curriculum_service(service, timeout=TIMEOUT)
+
+
 def test_completions_of_a_task_handed_out_before_and_after_a_restore_follow_its_handouts_in_order(
         ray_cluster, curriculum_factory, require_capability, scenario_seed) -> None:
     """A pool of one task: the client hands it out, restores the service to a snapshot (a new
@@ -833,9 +840,7 @@ def test_completions_of_a_task_handed_out_before_and_after_a_restore_follow_its_
             f"(carried over, acknowledged) after each completion {counts}, expected [(1, 0), (1, 1)] (the first "
             f"completion is of the first handout), seed {scenario_seed}")
     finally:
-        with contextlib.suppress(CurriculumError):
-            client.close()
-        stop_curriculum_service(service, timeout=TIMEOUT)
+        _close_and_stop(client, service)
 
 
 def test_a_client_never_reports_a_stage_the_service_has_left(ray_cluster, curriculum_factory, require_capability,
@@ -870,9 +875,7 @@ def test_a_client_never_reports_a_stage_the_service_has_left(ray_cluster, curric
             f"a client whose service only advances reported a stage it had left: (call, client's stage, service's "
             f"stage) {wrong[:4]}; the service reached stage {seen[-1][1]}, seed {scenario_seed}")
     finally:
-        with contextlib.suppress(CurriculumError):
-            client.close()
-        stop_curriculum_service(service, timeout=TIMEOUT)
+        _close_and_stop(client, service)
 
 
 def test_a_client_follows_the_stage_of_a_service_ray_restarted_from_its_checkpoint(
@@ -916,9 +919,7 @@ def test_a_client_follows_the_stage_of_a_service_ray_restarted_from_its_checkpoi
             f"a client whose service reached stage {advanced}, then was restarted by Ray from its checkpoint at stage "
             f"0: (client's stage, service's stage) after each call {seen}, seed {scenario_seed}")
     finally:
-        with contextlib.suppress(CurriculumError):
-            client.close()
-        stop_curriculum_service(service, timeout=TIMEOUT)
+        _close_and_stop(client, service)
 
 
 class _UnwritableState:
