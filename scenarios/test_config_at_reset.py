@@ -269,7 +269,7 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
                                   fail_every_reset=LIMITS.fail_every_reset)
     made = gymnasium.wrappers.OrderEnforcing(gymnasium.wrappers.PassiveEnvChecker(inner))  # as gymnasium.make builds it
     env = GymCurriculumEnv(made, curriculum, seed=scenario_seed, score_fn=_score, stats_interval=7)
-    ran, resets, refused, full, named = [], [], 0, [], []
+    ran, resets, refused, full, named, unstarted = [], [], 0, [], [], []
     for index in range(LIMITS.episodes):
         seed, options = scenario_seed if index == 0 else None, {"episode": index} if index % 2 else None
         while True:  # a failed draw or env start is retried, as a training loop does
@@ -277,6 +277,9 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
                 obs, info = env.reset(seed=seed, options=options)
             except (RuntimeError, DrawInterrupted):  # (DrawFailed is one); the running episode was abandoned all the same
                 _assert_step_refused_until_reset(env, scenario_seed, 0)
+                last = named[-1][-1] if named else None  # a start that failed started no task
+                if (None if env.task is None else env.task.task_id) != last:
+                    unstarted.append((index, None if env.task is None else env.task.task_id, last))
                 continue
             break
         resets.append((seed, options))
@@ -304,6 +307,10 @@ def test_gymnasium_wrapper_runs_and_records_every_episode_once(curriculum_factor
         ran.append(sorted(configs))
         named.append(sorted(tasks))
         full.append(ended)
+    assert not unstarted, (
+        f"GymCurriculumEnv: after a reset() whose start failed, `env.task` named a task that never started instead "
+        f"of the episode that ended last (None before the first): (episode, named, ended last) {unstarted[:4]}, "
+        f"seed {scenario_seed}")
     for index, (configs, task, tasks) in enumerate(zip(ran, curriculum.tasks, named)):
         expected = (float(task.env_cfg["episode_length"]), float(task.env_cfg["reward_per_step"]))
         assert configs == [expected], (

@@ -419,6 +419,33 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
         pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
 
 
+def _numpy_twins(value: Any) -> list[Any]:
+    """The numpy scalars holding the same number as the int or float `value` (none for others)."""
+    if type(value) is int and -2**31 <= value < 2**31:
+        return [np.int64(value), np.int32(value), *([np.uint32(value)] if value >= 0 else [])]
+    if type(value) is int and -2**63 <= value < 2**63:
+        return [np.int64(value)]
+    if type(value) is float:
+        return [np.float64(value), np.float32(value)]
+    return []
+
+
+@pytest.mark.parametrize(("what", "build", "attribute", "accepted", "refused"), OPTIONS,
+                         ids=[d[0].split(",")[-1].strip().split(" ")[0] + "-" + _field_name(d[0]) for d in OPTIONS])
+def test_an_option_takes_numpy_numbers_as_the_numbers_they_hold(what, build, attribute, accepted, refused) -> None:
+    """A constructor option or call argument (not a config field, which must describe itself in
+    JSON) takes a numpy integer or float wherever it takes the int or float it holds: a timeout
+    or seed computed with numpy (`np.float64(10.0) / 4`, a seed from `np.arange`) is a number of
+    the documented domain."""
+    for value in accepted:
+        for twin in _numpy_twins(value):
+            try:
+                build(twin)
+            except CurriculumConfigError as error:
+                pytest.fail(f"{what}: {twin!r} holds {value!r}, which is in the documented domain, but was refused: "
+                            f"{error}")
+
+
 def test_every_config_field_has_its_domain_checked() -> None:
     """Each field of each config class is in `DOMAINS` (one of its rows builds that class and
     names it): a field added or left out here has a check nobody proved can fail."""

@@ -1351,6 +1351,34 @@ def test_every_block_a_creator_accepts_attaches_as_it_was_created(scenario_seed)
         f"as created ({created} created in all): {wrong[:4]}, seed {scenario_seed}")
 
 
+#: dtype spellings a layout entry must refuse: only the words "int64" and "float64" are layout dtypes
+#: (the block's word views and its attach read those two names), not their aliases or other 8-byte types
+NOT_LAYOUT_DTYPES = ("i8", "<f8", "f8", "uint64", "complex64", "int32", "float32", "int", "float", "bool", "", None)
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
+def test_a_layout_dtype_other_than_the_two_words_is_refused_by_name(shared: bool) -> None:
+    """A layout entry's dtype is "int64" or "float64"; any other spelling, an alias of the two
+    included, is refused as `CurriculumConfigError` naming the entry, by the local backend and
+    by the shared one alike (whose word views read the two names only)."""
+    wrong = []
+    for dtype in NOT_LAYOUT_DTYPES:
+        layout = {"row_values": ("float64", 2), "entry": (dtype, 2)}
+        try:
+            backend = (memory.SharedMemoryBackend(layout, slot_arrays=("row_values",)) if shared
+                       else memory.LocalMemoryBackend(layout))
+        except CurriculumConfigError as error:
+            if "entry" not in str(error):
+                wrong.append(f"{dtype!r} refused without naming the entry: {error}")
+            continue
+        except Exception as error:  # noqa: BLE001 - a refusal of another kind is reported below
+            wrong.append(f"{dtype!r} raised {type(error).__name__}: {error}")
+            continue
+        backend.close()
+        wrong.append(f"{dtype!r} accepted")
+    assert not wrong, f"layout dtypes other than 'int64' and 'float64' ({'shared' if shared else 'local'}): {wrong}"
+
+
 def test_a_header_at_the_size_limit_attaches_and_one_past_it_is_refused_at_creation(scenario_seed) -> None:
     """A block's header (its layout and `meta`, where a curriculum keeps its config) may be as
     large as `memory._MAX_HEADER_BYTES`: a header of exactly that size attaches; one byte more is
@@ -1385,7 +1413,10 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
     sequence of sections (tasks assigned, evicted or not, completions recorded, late ones
     counted, arrays overwritten, the cold ones after `touch_globals()`) goes to a local and a
     shared tracker: every call returns the same, and after each section every read (of each
-    slot, for the task it holds and another, each counter, `snapshot()`) answers the same."""
+    slot, for the task it holds and another, each counter, `snapshot()`) answers the same. A
+    snapshot is a copy of one moment: a caller writing into it changes neither tracker, and later
+    sections leave it as it was. A lock released or aborted once more after its section (not
+    held) changes nothing."""
     rng = random.Random(scenario_seed)
     capacity = 5
     extra = {"visits": ("float64", capacity), "memory": ("float64", 7)}
@@ -1429,6 +1460,7 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
 
     wrong: list[str] = []
     done: list[str] = []
+    kept: dict[str, tuple[dict[str, np.ndarray], dict[str, list]]] = {}  # a snapshot each, and what it held
     try:
         for _ in range(LIMITS.differential_sections):
             calls = section()
@@ -1437,6 +1469,9 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
                 with tracker.lock:
                     answers[kind] = [call(tracker) for _, call in calls]
             done.append("; ".join(name for name, _ in calls))
+            for tracker in trackers.values():  # released or aborted again, not held: nothing to do (as an flock)
+                tracker.lock.release()
+                tracker.lock.abort()
             if answers["local"] != answers["shared"]:
                 wrong.append(f"section {len(done)} ({done[-1]}) returned {answers['shared']} shared, "
                              f"{answers['local']} local")
@@ -1446,8 +1481,18 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
             if differ:
                 wrong.append(f"after section {len(done)} ({done[-1]}), reads differ (shared, local): "
                              f"{dict(list(differ.items())[:4])}")
+            for kind, (snapshot, held) in kept.items():  # copies of one moment: later sections leave them be
+                moved = [name for name, values in snapshot.items() if values.tolist() != held[name]]
+                if moved:
+                    wrong.append(f"a {kind} snapshot taken before section {len(done)} ({done[-1]}) changed with it: "
+                                 f"arrays {moved}")
             if wrong:
                 break
+            for kind, tracker in trackers.items():  # and a caller writing into its copy changes no tracker
+                snapshot = tracker.snapshot()
+                for values in snapshot.values():
+                    values[:] = -7
+                kept[kind] = (snapshot, {name: values.tolist() for name, values in snapshot.items()})
     finally:
         for tracker in trackers.values():
             tracker.close()
@@ -2614,7 +2659,8 @@ def test_a_tracker_created_again_under_its_name_takes_the_place_of_its_dead_crea
     """A tracker created under a fixed name (`SharedMemoryBackend(name=...)`: a service that
     restarts after a crash under the name its workers attach to) whose previous block a dead
     creator left behind: creating one removes the orphaned blocks first, so it succeeds, and
-    the name holds the new block."""
+    the name holds the new block. A name whose creator lives is taken: creating another tracker
+    under it is refused (`SharedTrackerError`), and the live block is left as it was."""
     require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
     config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
                               algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed)
@@ -2639,6 +2685,21 @@ def test_a_tracker_created_again_under_its_name_takes_the_place_of_its_dead_crea
             assert attached.meta == {"restarted": scenario_seed}, (
                 f"the name {name!r} re-created holds a block with meta {attached.meta!r}, not the new one's, seed "
                 f"{scenario_seed}")
+        finally:
+            attached.close()
+        try:  # the name now holds a live creator's block: a second creation under it is refused, the block kept
+            memory.SharedMemoryBackend({"level": ("int64", 4)}, name=name, slot_arrays=("level",),
+                                       meta={"second": True}).close()
+        except SharedTrackerError:
+            pass
+        else:
+            pytest.fail(f"a second tracker was created under the name {name!r} of a live creator's block, seed "
+                        f"{scenario_seed}")
+        attached = memory.SharedMemoryBackend.attach(name)
+        try:
+            assert attached.meta == {"restarted": scenario_seed}, (
+                f"after a refused second creation under {name!r}, the name holds a block with meta "
+                f"{attached.meta!r}, not the live creator's, seed {scenario_seed}")
         finally:
             attached.close()
     finally:

@@ -152,7 +152,10 @@ def _gym_stream(env: GymCurriculumEnv, seed: int | None, episodes: int) -> list[
     """Task ids of `episodes` gymnasium episodes, the first started with `reset(seed=seed)`."""
     ids = []
     for index in range(episodes):
-        env.reset(seed=seed if index == 0 else None)
+        if index == 0:
+            env.reset(seed=seed)
+        else:
+            env.reset()  # as a training loop calls it: no seed given
         ids.append(env.task.task_id)
         done = False
         while not done:
@@ -182,7 +185,8 @@ def _draws_of_unseeded_handles(attach, name: str, config: CurriculumConfig) -> l
 
 def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_capability, scenario_seed) -> None:
     """Uniform sampling (draws depend on the stream alone): for each seed, a used curriculum
-    reseeded (and reseeded with it again), a used gymnasium env reset with the seed, and (shared memory) a handle attached
+    reseeded (and reseeded with it again), a gymnasium env reset with the seed (then with none:
+    a plain `reset()` reseeds nothing), and (shared memory) a handle attached
     with the seed draw the tasks a fresh curriculum reseeded with it draws; handles attached
     without one, each in its own process, draw streams of their own."""
     config = stream_config(scenario_seed, UniformConfig())
@@ -208,6 +212,9 @@ def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_c
 
         reference = _gym_stream(GymCurriculumEnv(GymExactAccountingEnv(), curriculum_factory(config), seed=0),
                                 seed, LIMITS.stream_draws)
+        assert reference == expected, (  # a plain reset() starts the task drawn when the last episode ended
+            f"GymCurriculumEnv.reset(seed={seed}), then reset() at each episode end, started {reference[:8]}..., a "
+            f"curriculum reseeded with {seed} draws {expected[:8]}..., seed {scenario_seed}")
         env = GymCurriculumEnv(GymExactAccountingEnv(), curriculum_factory(config), seed=0)
         _gym_stream(env, seed + 1, LIMITS.stream_draws)
         got = _gym_stream(env, seed, LIMITS.stream_draws)
