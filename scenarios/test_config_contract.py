@@ -1922,3 +1922,35 @@ def test_a_staged_curriculum_wrapped_by_hand_needs_its_stage_broadcast(backend: 
                 vecenv.close()
     finally:
         curriculum.close()
+
+
+@pytest.mark.parametrize("refused", ["learning progress", "shared"])
+def test_a_vector_wrapped_by_hand_refuses_the_curricula_the_factory_refuses(refused: str) -> None:
+    """Centralized tracking records in the main process into a local curriculum whose pool the
+    worker copies can follow: `make_curriculum_vecenv(tracking="centralized")` refuses a
+    learning-progress curriculum (its evictions change the pool) and a shared one, by name. A
+    vector built by hand (`CentralizedCurriculumVecEnv` over the workers' `CurriculumEnv`s,
+    as `curriculum.vector`'s docstring shows) refuses them by name too."""
+    config = _curriculum(algorithm=LearningProgressConfig() if refused == "learning progress" else UniformConfig())
+    curriculum = Curriculum(config, shared_memory=refused == "shared")
+
+    def make_env(buf: Any = None, seed: int = 0) -> CurriculumEnv:
+        return CurriculumEnv(ExactAccountingEnv(buf=buf, seed=seed), curriculum, seed=seed, buf=buf,
+                             local_tracking=False)
+
+    try:
+        with pytest.raises(CurriculumConfigError):
+            make_curriculum_vecenv(_exact_env, curriculum, backend="Serial", num_envs=2, tracking="centralized")
+        vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=2)
+        try:
+            try:
+                wrapped = CentralizedCurriculumVecEnv(vecenv, curriculum)
+            except CurriculumConfigError:
+                return
+            wrapped.close()
+            pytest.fail(f"a vector built by hand under centralized tracking accepted a {refused} curriculum, which "
+                        f"make_curriculum_vecenv(tracking='centralized') refuses")
+        finally:
+            vecenv.close()
+    finally:
+        curriculum.close()
