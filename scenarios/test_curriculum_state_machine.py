@@ -29,6 +29,8 @@ import math
 import pickle
 import random
 from collections.abc import Callable, Iterator, Mapping
+from decimal import Decimal
+from fractions import Fraction
 from numbers import Number
 from typing import Any
 
@@ -525,3 +527,39 @@ def test_a_task_the_generator_cannot_build_costs_only_the_draws_that_pick_it(cur
         f"one task of a pool of 8 cannot be built: {raised} of {LIMITS.unbuildable_calls} draws raised the "
         f"generator's error (limit {LIMITS.unbuildable_max_share:.0%}), {len(other)} raised another one {other[:2]}, "
         f"seed {scenario_seed}")
+
+
+#: scores of every kind a score function may hand back: real numbers are recorded, the rest refused
+REAL_SCORES = (0.5, 1, np.float64(0.25), np.float32(0.5), np.int64(0), Fraction(3, 4))
+NOT_REAL_SCORES = (True, np.bool_(False), "0.5", b"0.5", None, [0.5], (0.5,), np.array(0.5), np.array([0.5]),
+                   Decimal("0.5"), complex(0.5, 0), object())
+
+
+def test_a_score_is_recorded_if_and_only_if_it_is_a_real_number(curriculum_factory, scenario_seed) -> None:
+    """`update_task_performance` takes a real number (an int, a float, a numpy number, a
+    Fraction) and refuses anything else as `InvalidScoreError`, the curriculum unchanged: a
+    bool, a string or bytes, a container, a 0-d or 1-d array (what a score function returning
+    `returns.mean(keepdims=True)` hands back), a Decimal, a complex."""
+    curriculum = curriculum_factory(CurriculumConfig(task_generator=_generator(scenario_seed),
+                                                     algorithm=LearningProgressConfig(), num_active_tasks=4,
+                                                     seed=scenario_seed))
+    state = getattr(curriculum, "get_state", None)
+    state = state if callable(state) else curriculum.stats
+    wrong = []
+    try:
+        for score in NOT_REAL_SCORES:
+            task = curriculum.get_task()
+            before = json.dumps(state(), sort_keys=True, default=repr)
+            raised = _error_of(lambda: curriculum.update_task_performance(task.task_id, score))
+            after = json.dumps(state(), sort_keys=True, default=repr)
+            if not isinstance(raised, InvalidScoreError) or after != before:
+                wrong.append(f"{score!r}: raised {raised!r}, state {'unchanged' if after == before else 'changed'}")
+            curriculum.update_task_performance(task.task_id, 0.5)
+        for score in REAL_SCORES:
+            task = curriculum.get_task()
+            raised = _error_of(lambda: curriculum.update_task_performance(task.task_id, score))
+            if raised is not None:
+                wrong.append(f"{score!r} (a real number in the range): raised {raised!r}")
+    finally:
+        getattr(curriculum, "close", lambda: None)()
+    assert not wrong, f"scores recorded or refused against their kind: {wrong}, seed {scenario_seed}"
