@@ -632,6 +632,54 @@ def test_pool_reports_come_every_stats_interval_completions_from_the_first(curri
     watcher.verify()
 
 
+class _DeepStats:
+    """A curriculum whose `stats()` also hold a group nested three levels deep, as a plug-in's may."""
+
+    NESTED = {"plugin": {"group": {"leaf": 1.5, "deeper": {"x": 2}}, "flat": 3}}
+    REPORTED = {"curriculum_stats/plugin/group/leaf": 1.5, "curriculum_stats/plugin/group/deeper/x": 2,
+                "curriculum_stats/plugin/flat": 3}
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def get_task(self) -> Any:
+        return self._inner.get_task()
+
+    def update_task_performance(self, task_id: int, score: float) -> Any:
+        return self._inner.update_task_performance(task_id, score)
+
+    def stats(self) -> dict[str, Any]:
+        return {**self._inner.stats(), **self.NESTED}
+
+
+def test_a_pool_report_holds_every_number_under_its_whole_path(curriculum_factory, curriculum_env_class,
+                                                               scenario_seed) -> None:
+    """A pool report flattens `stats()` at every depth: a number nested in groups is reported
+    under the names of all its groups joined with "/", so two groups' numbers of one name
+    never meet under one key."""
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=LabelledTaskGenerator(SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25},
+                                                                 label="two steps")),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
+    env = curriculum_env_class(ExactAccountingEnv(episode_length=2), _DeepStats(curriculum), seed=scenario_seed,
+                               stats_interval=1)
+    reports = []
+    try:
+        env.reset()
+        for _ in range(4):
+            for info in env.step(np.zeros(1, dtype=np.int32))[4]:
+                entries = {key: value for key, value in info.items() if "plugin" in key or "group" in key
+                           or key.endswith(("/leaf", "/x", "/flat"))}
+                if entries:
+                    reports.append(entries)
+    finally:
+        env.close()
+        getattr(curriculum, "close", lambda: None)()
+    assert reports and all(report == _DeepStats.REPORTED for report in reports), (
+        f"stats() holding {_DeepStats.NESTED} were reported as {reports[:2]} ({len(reports)} reports), expected "
+        f"{_DeepStats.REPORTED} in each, seed {scenario_seed}")
+
+
 def test_pool_reports_keep_their_schedule_through_late_completions(curriculum_factory, curriculum_env_class,
                                                                    require_capability, scenario_seed, oracle) -> None:
     """A late completion is a completion for `stats_interval` too: two wrappers share a staged
