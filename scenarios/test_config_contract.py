@@ -73,7 +73,7 @@ from curriculum import (
     make_curriculum_vecenv,
     process_training_stats,
 )
-from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE
+from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE, AlgorithmConfig
 from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
 from curriculum.vector import MAX_NUM_ENVS, CentralizedCurriculumVecEnv, StageBroadcast, default_num_workers
@@ -580,7 +580,24 @@ def _env_given_buffers(kind: str) -> Any:
 # (what, build, accepted, refused, error): positional arguments and options whose refusal is
 # not a config error, or that take objects rather than numbers. A `_Live` value is built for
 # the row and closed after it.
+@dataclasses.dataclass
+class _UnimplementedAlgorithm(AlgorithmConfig):
+    """An `AlgorithmConfig` of the user's own (or a misspelt one): a config no algorithm implements."""
+
+    name = "my_algorithm"
+    temperature: float = 1.0
+
+
+def _built(config: CurriculumConfig, **options: Any) -> None:
+    Curriculum(config, **options).close()
+
+
 ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...], type[Exception]]] = [
+    ("algorithm one the library implements, Curriculum", _built, (_curriculum(algorithm=UniformConfig()),),
+     (_curriculum(algorithm=_UnimplementedAlgorithm()),), CurriculumConfigError),
+    ("algorithm one the library implements, shared Curriculum", lambda v: _built(v, shared_memory=True),
+     (_curriculum(algorithm=UniformConfig()),), (_curriculum(algorithm=_UnimplementedAlgorithm()),),
+     CurriculumConfigError),
     ("curriculum a CurriculumProtocol, CurriculumEnv",
      lambda v: _wrapping(CurriculumEnv, ExactAccountingEnv, v),
      (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),),

@@ -474,18 +474,31 @@ class _Reader:
 
     def __init__(self) -> None:
         self.episodes = 0
+        self.kept: list[tuple[str, int, Any, str]] = []  # (read, episode, what it returned, as it was then)
+        self.moved: list[str] = []  # reads whose result changed afterwards, with the curriculum
 
     def __call__(self, curriculum: Any, *, in_flight: bool) -> None:
         self.episodes += not in_flight
         every = LIMITS.read_state_every
         if in_flight and (self.episodes + 1) % LIMITS.read_in_flight_every:
             return
+        for name, episode, result, then in self.kept:  # a read is a copy of one moment: it stays as it was
+            if _frozen(result) != then:
+                self.moved.append(f"{name}() read after episode {episode} changed by episode {self.episodes}")
+        self.kept = []
         checkpoint = (self.episodes + 1) % every == every // 2 if in_flight else self.episodes % every == 0
         names = LIMITS.read_api + (("get_state",) if checkpoint else ())
         for name in names:
             read = getattr(curriculum, name, None)
             if callable(read):
                 _scribble(read())
+                result = read()
+                self.kept.append((name, self.episodes, result, _frozen(result)))
+
+
+def _frozen(value: Any) -> str:
+    """`value` as text, numpy arrays and scalars included, to tell later whether it changed."""
+    return json.dumps(value, sort_keys=True, default=lambda item: repr(getattr(item, "tolist", lambda: item)()))
 
 
 @pytest.mark.parametrize("setup", ["churn", "staged"])
@@ -494,7 +507,7 @@ def test_reading_changes_nothing(curriculum_factory, require_capability, scenari
     (`LIMITS.read_api`, and a checkpoint now and then) and overwrites every array, list and dict
     it got back hands out the same
     tasks and reports the same numbers: what a read returns is the caller's, never a live view
-    of the curriculum's state."""
+    of the curriculum's state (a second read, kept, is left as it was while the run goes on)."""
     if setup == "staged":
         make_space, make_config = _SETUPS["staged"]
     else:
@@ -503,7 +516,8 @@ def test_reading_changes_nothing(curriculum_factory, require_capability, scenari
     space = make_space(scenario_seed)
     reference = _Run(_build(curriculum_factory, make_config(space, scenario_seed), setup, require_capability), space)
     space = make_space(scenario_seed)
-    run = _Run(curriculum_factory(make_config(space, scenario_seed)), space, reader=_Reader())
+    reader = _Reader()
+    run = _Run(curriculum_factory(make_config(space, scenario_seed)), space, reader=reader)
     what = (f"{setup}, every read's result overwritten by the caller after every episode and while every "
             f"{LIMITS.read_in_flight_every}th runs "
             f"({', '.join(LIMITS.read_api)}; get_state every {LIMITS.read_state_every} episodes, after one and while "
@@ -512,6 +526,8 @@ def test_reading_changes_nothing(curriculum_factory, require_capability, scenari
     differ = _trace_mismatches(reference, run)
     assert not differ, f"{what}: stats() differ from the run without the reads, seed {scenario_seed}: " + \
                        "; ".join(differ[:5])
+    assert not reader.moved, (f"{setup}: what a read returned changed with the curriculum afterwards (a live view, "
+                              f"not the caller's copy): {reader.moved[:4]}, seed {scenario_seed}")
 
 
 def test_task_id_tags_change_nothing(curriculum_factory, scenario_seed) -> None:
