@@ -957,6 +957,33 @@ def test_an_attach_refusal_puts_each_value_on_its_own_side(given: str) -> None:
         f"each side's value on its side ({sides})")
 
 
+#: (what the attaching config changes, the field the refusal must name, both sides' kinds)
+_OTHER_KINDS = [
+    ("another algorithm", lambda c: dataclasses.replace(c, algorithm=UniformConfig()), "algorithm.name",
+     ("learning_progress", "uniform")),
+    ("another generator", lambda c: dataclasses.replace(c, task_generator=SingleTaskGenerator({"size": 8}, label="maze")),
+     "task_generator.type", ("bucketed", "single")),
+]
+
+
+@pytest.mark.parametrize(("what", "change", "field", "kinds"), _OTHER_KINDS, ids=[k[0] for k in _OTHER_KINDS])
+def test_an_attach_refused_for_another_kind_of_config_names_the_kind(what, change, field, kinds) -> None:
+    """Attaching with an algorithm or a generator of another kind than the shared curriculum's
+    is refused naming the kind (`algorithm.name`, `task_generator.type`) and both kinds, not
+    a parameter one kind has and the other lacks."""
+    config = CurriculumConfig(task_generator=BucketedTaskGenerator({}, {"size": [8, 16]}, label="maze"),
+                              algorithm=LearningProgressConfig(), num_active_tasks=8)
+    creator = Curriculum(config, shared_memory=True)
+    try:
+        with pytest.raises(CurriculumConfigError) as refused:
+            Curriculum.attach(creator.shared_memory_name, change(config)).close()
+    finally:
+        creator.close()
+    message = str(refused.value)
+    assert field in message and all(kind in message for kind in kinds), (
+        f"attaching with {what} was refused with {message!r}, which does not name `{field}` and both kinds {kinds}")
+
+
 #: each named error and the builtin kind its documentation (`curriculum.errors`, `docs/protocol.md`)
 #: says it is: what a caller's `except ValueError` or `except TimeoutError` relies on
 ERROR_KINDS = {"CurriculumConfigError": ValueError, "InvalidScoreError": ValueError, "UnknownTaskError": LookupError,
@@ -1037,7 +1064,8 @@ def test_every_accepted_config_runs_local_and_shared(what, build, attribute, acc
     """A config the constructor accepts runs, in one process and on a shared tracker alike, where
     a second handle attaches by name and records too: a field checked again (or sized
     differently) only when the tracker is shared or attached makes a setting that passed a
-    one-process test fail once the run is scaled out."""
+    one-process test fail once the run is scaled out. Its checkpoint loads into a new curriculum
+    of the same config."""
     for value in accepted:
         config = _as_curriculum_config(build(value))
         memory = getattr(config.algorithm, "config_memory", 0)
@@ -1062,6 +1090,16 @@ def test_every_accepted_config_runs_local_and_shared(what, build, attribute, acc
                 assert recorded == 1 + shared, (
                     f"{what}: {_short(value)}, {'shared' if shared else 'local'}: {1 + shared} completion(s) recorded "
                     f"(one through an attached handle, shared), stats() counts {recorded} (late ones included)")
+                saved = json.loads(json.dumps(curriculum.get_state()))
+                restored = Curriculum(config)
+                try:
+                    restored.load_state(saved)
+                except Exception as error:  # noqa: BLE001 - any error is the failure reported below
+                    pytest.fail(f"{what}: {_short(value)} was accepted by the config, but a checkpoint of a "
+                                f"{'shared' if shared else 'local'} curriculum under it failed to load: "
+                                f"{type(error).__name__}: {error}")
+                finally:
+                    restored.close()
             finally:
                 curriculum.close()
 
