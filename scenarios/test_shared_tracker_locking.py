@@ -1379,6 +1379,38 @@ def test_a_layout_dtype_other_than_the_two_words_is_refused_by_name(shared: bool
     assert not wrong, f"layout dtypes other than 'int64' and 'float64' ({'shared' if shared else 'local'}): {wrong}"
 
 
+def test_a_block_of_the_same_config_and_another_layout_is_refused_by_attach(uses_builtin_curriculum,
+                                                                            require_capability) -> None:
+    """A block another library version made for the same config holds the same arrays under
+    the same names, but one of them may be longer, or of the other dtype: `Curriculum.attach`
+    compares the whole layout (names, dtypes and lengths) with the one this version lays out for
+    the config, and refuses any other by name, never reading words laid out otherwise."""
+    require_capability(uses_builtin_curriculum, "builds blocks of the built-in shared tracker's layout")
+    config = CurriculumConfig(task_generator=LabelledTaskGenerator(SingleTaskGenerator({"level": 1}, label="shared")),
+                              algorithm=LearningProgressConfig(), num_active_tasks=4, seed=0)
+    creator = Curriculum(config, shared_memory=True)
+    backend = creator._tracker.backend
+    layout, slots, meta = dict(backend.layout), tuple(backend.slot_arrays), backend.meta
+    cold = tuple(name for name in backend._plan.global_arrays if name in creator._algorithm.cold_arrays)
+    creator.close()
+    name = next(n for n, (_, length) in layout.items() if n not in slots and length > 1)
+    dtype, length = layout[name]
+    others = {"longer": {**layout, name: (dtype, length + 1)},
+              "of the other dtype": {**layout, name: ("float64" if dtype == "int64" else "int64", length)}}
+    accepted = []
+    for what, other in others.items():
+        made = memory.SharedMemoryBackend(other, slot_arrays=slots, cold_arrays=cold, meta=meta)
+        try:
+            try:
+                Curriculum.attach(made.name, config).close()
+            except (CurriculumConfigError, SharedTrackerError):
+                continue
+            accepted.append(f"{name!r} {what} ({other[name]}, this version lays out {layout[name]})")
+        finally:
+            made.close()
+    assert not accepted, f"attach took blocks of the same config laid out otherwise: {accepted}"
+
+
 def test_a_header_at_the_size_limit_attaches_and_one_past_it_is_refused_at_creation(scenario_seed) -> None:
     """A block's header (its layout and `meta`, where a curriculum keeps its config) may be as
     large as `memory._MAX_HEADER_BYTES`: a header of exactly that size attaches; one byte more is
