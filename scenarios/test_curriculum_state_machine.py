@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Number
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -376,7 +377,9 @@ class CurriculumMachine(RuleBasedStateMachine):
         changes = max(current["stage_changes"] + 1, stage)
         changes += (changes - stage) % 2  # every change moves one stage, from stage 0
         sync = {"stage": stage, "stage_changes": changes}
-        assert self.curriculum.apply_sync_state(sync) is True, f"apply_sync_state({sync}) from {current} changed nothing"
+        # (a read-only view: a stage source hands out any Mapping, not only the dict sync_state() returns)
+        assert self.curriculum.apply_sync_state(MappingProxyType(sync)) is True, (
+            f"apply_sync_state({sync}) from {current} changed nothing")
         assert self.curriculum.sync_state() == sync, \
             f"after apply_sync_state({sync}) from {current}, sync_state() is {self.curriculum.sync_state()}"
         self._observe_pool()
