@@ -76,6 +76,7 @@ from curriculum import (
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE, AlgorithmConfig
 from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
+from curriculum.memory import SharedMemoryBackend
 from curriculum.vector import MAX_NUM_ENVS, CentralizedCurriculumVecEnv, StageBroadcast, default_num_workers
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import EPISODE_RECORD_KEY
@@ -663,6 +664,10 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
     ("name a shared tracker's file name, Curriculum.attach", lambda v: _attached_to(name=v), (None,),
      # (a file name's limit is 255 bytes: 128 two-byte characters are past it; "." and ".." name
      # directories, /dev/shm and its parent)
+     (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b"), CurriculumConfigError),
+    ("name None or a file name, SharedMemoryBackend",
+     lambda v: SharedMemoryBackend({"level": ("int64", 2)}, name=v, slot_arrays=("level",)).close(),
+     (None, f"curriculum_named_{os.getpid()}"),
      (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b"), CurriculumConfigError),
     ("raw_stats a mapping of stat keys to lists of numbers, process_training_stats",
      lambda v: process_training_stats(v, agent_step=0, epoch=0),
