@@ -1984,6 +1984,40 @@ def test_a_staged_curriculum_wrapped_by_hand_needs_its_stage_broadcast(backend: 
         curriculum.close()
 
 
+@pytest.mark.parametrize("given", [None, "a stage broadcast"], ids=["no broadcast", "broadcast"])
+def test_a_uniform_vector_wrapped_by_hand_runs_with_or_without_a_stage_broadcast(given: str | None) -> None:
+    """The recipe for building centralized tracking by hand (`curriculum.vector`'s docstring:
+    the broadcast first, passed to every worker and to the vector) runs a uniform curriculum
+    too, whose stage never changes: given a broadcast or not, the vector is built, steps and
+    records every episode into the main curriculum."""
+    curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"episode_length": 1}),
+                                             algorithm=UniformConfig(), num_active_tasks=2))
+    broadcast = StageBroadcast() if given else None
+
+    def make_env(buf: Any = None, seed: int = 0) -> CurriculumEnv:
+        return CurriculumEnv(ExactAccountingEnv(buf=buf, seed=seed), curriculum, seed=seed,
+                             buf=buf, local_tracking=False, stage_source=broadcast)
+
+    vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=2)
+    try:
+        try:
+            wrapped = CentralizedCurriculumVecEnv(vecenv, curriculum, stage_broadcast=broadcast)
+        except Exception as error:  # noqa: BLE001 - reported below
+            pytest.fail(f"a uniform curriculum's centralized vector built by hand with {given or 'no broadcast'} was "
+                        f"refused: {type(error).__name__}: {error}")
+        wrapped.reset(seed=0)
+        for _ in range(3):
+            wrapped.step(np.zeros(wrapped.action_space.shape, dtype=np.int32))
+        recorded = curriculum.stats()["total_completions"]
+        assert recorded == wrapped.completions == 6, (
+            f"a uniform curriculum's centralized vector built by hand with {given or 'no broadcast'}: 2 envs ran 3 "
+            f"one-step episodes each, the main curriculum recorded {recorded} ({wrapped.completions} by the vector)")
+        wrapped.close()
+    finally:
+        vecenv.close()
+        curriculum.close()
+
+
 @pytest.mark.parametrize("refused", ["learning progress", "shared"])
 def test_a_vector_wrapped_by_hand_refuses_the_curricula_the_factory_refuses(refused: str) -> None:
     """Centralized tracking records in the main process into a local curriculum whose pool the
