@@ -39,10 +39,11 @@ import pufferlib.vector
 import pytest
 
 from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfigError, CurriculumEnv,
-                        LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig, UnknownTaskError)
+                        GymCurriculumEnv, LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig,
+                        UnknownTaskError)
 from curriculum.stats import COMPLETION_INFO_KEY
 from curriculum.vector import CentralizedCurriculumVecEnv, StageBroadcast, make_curriculum_vecenv
-from harness.envs import INFO_FORMATS, ExactAccountingEnv
+from harness.envs import INFO_FORMATS, ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
 from harness.processes import start_method
 from harness.protocol import missing_capabilities
@@ -867,6 +868,50 @@ def test_a_worker_copy_hands_out_only_tasks_its_main_holds_through_advances_and_
         main.load_state(checkpoints[stage])
         follow(f"rolled back to stage {stage}")
     assert not wrong, f"a worker copy following its main: {'; '.join(wrong[:3])}, seed {scenario_seed}"
+
+
+def test_a_gymnasium_worker_copy_starts_every_episode_at_the_published_stage(curriculum_factory, require_capability,
+                                                                            scenario_seed) -> None:
+    """Centralized tracking through the gymnasium wrapper (`local_tracking=False`, a
+    `stage_source`): whatever draws an episode's task (the first `reset()`, a `reset(seed=)` that
+    reseeds, a `reset()` that abandons a running episode), the worker copy adopts the stage
+    published since, so the episode starts a task the main's pool holds."""
+    main, worker = _main_and_worker_copy(curriculum_factory, require_capability, scenario_seed)
+    missing = missing_capabilities(main, ("get_state", "load_state", "active_tasks"))
+    require_capability(not missing, f"this curriculum has no {', '.join(missing)}")
+    broadcast = StageBroadcast()
+    env = GymCurriculumEnv(GymExactAccountingEnv(), worker, seed=scenario_seed, local_tracking=False,
+                           stage_source=broadcast)
+    start = main.get_state()
+    wrong: list[str] = []
+
+    def advance() -> None:
+        stage = main.sync_state()["stage"]
+        for _ in range(LIMITS.min_episodes * 4):  # (a bound: no hang)
+            main.update_task_performance(main.get_task().task_id, 1.0)
+            if main.sync_state()["stage"] != stage:
+                break
+        broadcast.publish(main.sync_state())
+
+    def check(what: str) -> None:
+        held = {task.task_id for task in main.active_tasks()}
+        if env.task.task_id not in held:
+            wrong.append(f"{what}: started task {env.task.task_id} of a pool the main left (main at "
+                         f"{main.sync_state()}, holding {sorted(held)[:6]}...)")
+
+    advance()
+    env.reset()
+    check("the first reset()")
+    advance()
+    env.reset(seed=scenario_seed + 1)
+    check("reset(seed=)")
+    main.load_state(start)  # rolled back to stage 0 while an episode runs
+    broadcast.publish(main.sync_state())
+    env.step(0)
+    env.reset()
+    check("a reset() abandoning a running episode")
+    env.close()
+    assert not wrong, f"a gymnasium worker copy: {'; '.join(wrong)}, seed {scenario_seed}"
 
 
 def test_a_worker_copy_adopts_every_stage_state_the_main_can_send_and_refuses_the_rest(
