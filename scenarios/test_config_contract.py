@@ -1488,17 +1488,22 @@ def _env_with_reset_infos(buf: Any = None, seed: int = 0) -> ExactAccountingEnv:
 _REFUSED_CALL_TIMEOUT = 10.0
 
 
-@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing", "Serial-centralized"])
 def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backend) -> None:
     """A curriculum vector stepped before its reset, asked to receive with nothing sent, handed
     actions outside its action space, or used after `close()` must raise the named error (and
-    keep raising it after close, where a second `close()` is a no-op); a refused call must
-    leave nothing behind: the reset and the run that follow it record exactly the episodes
+    keep raising it after close, also once the curriculum is closed too, where a second `close()`
+    is a no-op; centralized tracking of a staged curriculum included); a refused call must leave
+    nothing behind: the reset and the run that follow it record exactly the episodes
     its envs ended."""
     episodes = SingleTaskGenerator({"episode_length": 3, "reward_per_step": 0.25}, label="three steps")
-    curriculum = Curriculum(_curriculum(task_generator=episodes, algorithm=UniformConfig()),
+    case = backend
+    backend, _, tracking = backend.partition("-")
+    algorithm = StagedProgressionConfig(stages=[Stage("only", episodes)]) if tracking else UniformConfig()
+    curriculum = Curriculum(_curriculum(task_generator=None if tracking else episodes, algorithm=algorithm),
                             shared_memory=backend == "Multiprocessing")
     vecenv = make_curriculum_vecenv(_env_with_reset_infos, curriculum, backend=backend, num_envs=2,
+                                    tracking=tracking or "shared",
                                     **({"num_workers": 2, "worker_timeout": _REFUSED_CALL_TIMEOUT}
                                        if backend == "Multiprocessing" else {}))
     wrong: list[str] = []
@@ -1531,7 +1536,7 @@ def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backen
             ended += int(np.logical_or(terminals, truncations).sum())
         recorded = int(curriculum.tracker.completions.sum())
         assert wrong == [] and recorded == ended and ended > 0, (
-            f"{backend}: out-of-order calls: {wrong}; after them the curriculum recorded {recorded} episodes, the "
+            f"{case}: out-of-order calls: {wrong}; after them the curriculum recorded {recorded} episodes, the "
             f"envs ended {ended}")
         vecenv.send(actions)  # closed with a step in flight: its recv() must not hand out the stale batch
     finally:
@@ -1544,7 +1549,7 @@ def test_a_vector_used_out_of_order_names_the_call_and_keeps_its_episodes(backen
     refused("recv() after close()", vecenv.recv, WorkerProcessError)
     refused("reset() after close()", lambda: vecenv.reset(seed=0), WorkerProcessError)
     refused("async_reset() after close()", lambda: vecenv.async_reset(seed=0), WorkerProcessError)
-    assert wrong == [], f"{backend}: calls after close(): {wrong}"
+    assert wrong == [], f"{case}: calls after close(): {wrong}"
 
 
 class _ResetFailsOnce(ExactAccountingEnv):
