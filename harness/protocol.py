@@ -34,6 +34,7 @@ __all__ = [
     "CurriculumProtocol",
     "CheckpointableCurriculum",
     "CurriculumProtocolError",
+    "ProtocolView",
     "TASK_ID_RULE",
     "CONFIG_FIELDS",
     "Capability",
@@ -86,6 +87,23 @@ class CheckpointableCurriculum(CurriculumProtocol, Protocol):
     def get_state(self) -> Any: ...
 
     def load_state(self, state: Any) -> None: ...
+
+
+class ProtocolView:
+    """A curriculum seen through `CurriculumProtocol` alone (what a plug-in that offers nothing
+    else is): forwards the three methods to `inner`; a check's subclass changes what it needs."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def get_task(self) -> Any:
+        return self._inner.get_task()
+
+    def update_task_performance(self, task_id: int, score: float) -> Any:
+        return self._inner.update_task_performance(task_id, score)
+
+    def stats(self) -> Mapping[str, Any]:
+        return self._inner.stats()
 
 
 class CurriculumProtocolError(TypeError):

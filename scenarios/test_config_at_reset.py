@@ -35,6 +35,7 @@ from curriculum import (BucketedTaskGenerator, CurriculumConfig, CurriculumConfi
 from curriculum.errors import LockTimeoutError, UnknownTaskError
 from harness.envs import GymExactAccountingEnv, ExactAccountingEnv
 from harness.episodes import LabelledTaskGenerator
+from harness.protocol import ProtocolView
 from harness.task_spaces import impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
 from harness.thresholds import INVARIANCES
@@ -632,21 +633,12 @@ def test_pool_reports_come_every_stats_interval_completions_from_the_first(curri
     watcher.verify()
 
 
-class _DeepStats:
+class _DeepStats(ProtocolView):
     """A curriculum whose `stats()` also hold a group nested three levels deep, as a plug-in's may."""
 
     NESTED = {"plugin": {"group": {"leaf": 1.5, "deeper": {"x": 2}}, "flat": 3}}
     REPORTED = {"curriculum_stats/plugin/group/leaf": 1.5, "curriculum_stats/plugin/group/deeper/x": 2,
                 "curriculum_stats/plugin/flat": 3}
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def get_task(self) -> Any:
-        return self._inner.get_task()
-
-    def update_task_performance(self, task_id: int, score: float) -> Any:
-        return self._inner.update_task_performance(task_id, score)
 
     def stats(self) -> dict[str, Any]:
         return {**self._inner.stats(), **self.NESTED}

@@ -69,7 +69,7 @@ from curriculum import (
 )
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv
-from harness.protocol import missing_capabilities
+from harness.protocol import ProtocolView, missing_capabilities
 from harness.task_spaces import TaggedTasks, TaskSpace, chain_task_space, impossible_task_space
 from harness.thresholds import INVARIANCES as LIMITS
 
@@ -549,20 +549,11 @@ def test_task_id_tags_change_nothing(curriculum_factory, scenario_seed) -> None:
     assert not differ, f"{what}: stats() differ from the untagged run's, seed {scenario_seed}: " + "; ".join(differ[:5])
 
 
-class _CoreProtocolOnly:
+class _CoreProtocolOnly(ProtocolView):
     """A curriculum seen through the core protocol alone (`harness.protocol.CurriculumProtocol`),
     as a plug-in curriculum that offers nothing else is: no `config`, no `is_shared`; its
     `stats()` numbers come as numpy scalars and its nested dicts as read-only mappings, as a
     plug-in's computed numbers do."""
-
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def get_task(self) -> Any:
-        return self._inner.get_task()
-
-    def update_task_performance(self, task_id: int, score: float) -> Any:
-        return self._inner.update_task_performance(task_id, score)
 
     def stats(self) -> Mapping[str, Any]:
         return _computed(self._inner.stats())

@@ -2686,6 +2686,16 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
         f"{scenario_seed}")
 
 
+def _assert_holds(name: str, meta: dict[str, Any], when: str) -> None:
+    """The block under `name` is the one created with `meta`."""
+    attached = memory.SharedMemoryBackend.attach(name)
+    try:
+        assert attached.meta == meta, (f"the name {name!r} ({when}) holds a block with meta {attached.meta!r}, not "
+                                       f"the one created with {meta!r}")
+    finally:
+        attached.close()
+
+
 def test_a_tracker_created_again_under_its_name_takes_the_place_of_its_dead_creators_block(
         uses_builtin_curriculum, require_capability, scenario_seed) -> None:
     """A tracker created under a fixed name (`SharedMemoryBackend(name=...)`: a service that
@@ -2712,13 +2722,7 @@ def test_a_tracker_created_again_under_its_name_takes_the_place_of_its_dead_crea
         except SharedTrackerError as error:
             pytest.fail(f"creating a tracker under the name {name!r} of a dead creator's orphaned block raised "
                         f"{error!r}: the orphan must be removed first, seed {scenario_seed}")
-        attached = memory.SharedMemoryBackend.attach(name)
-        try:
-            assert attached.meta == {"restarted": scenario_seed}, (
-                f"the name {name!r} re-created holds a block with meta {attached.meta!r}, not the new one's, seed "
-                f"{scenario_seed}")
-        finally:
-            attached.close()
+        _assert_holds(name, {"restarted": scenario_seed}, f"re-created, seed {scenario_seed}")
         try:  # the name now holds a live creator's block: a second creation under it is refused, the block kept
             memory.SharedMemoryBackend({"level": ("int64", 4)}, name=name, slot_arrays=("level",),
                                        meta={"second": True}).close()
@@ -2727,13 +2731,7 @@ def test_a_tracker_created_again_under_its_name_takes_the_place_of_its_dead_crea
         else:
             pytest.fail(f"a second tracker was created under the name {name!r} of a live creator's block, seed "
                         f"{scenario_seed}")
-        attached = memory.SharedMemoryBackend.attach(name)
-        try:
-            assert attached.meta == {"restarted": scenario_seed}, (
-                f"after a refused second creation under {name!r}, the name holds a block with meta "
-                f"{attached.meta!r}, not the live creator's, seed {scenario_seed}")
-        finally:
-            attached.close()
+        _assert_holds(name, {"restarted": scenario_seed}, f"after a refused second creation, seed {scenario_seed}")
     finally:
         if backend is not None:
             backend.close()
