@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 import math
 import random
+from decimal import Decimal
 from fractions import Fraction
 from numbers import Real
 from typing import Any
@@ -356,7 +357,9 @@ def _assert_step_refused_until_reset(env, seed: int, action: Any) -> None:
 #: What a `score_fn` returns in the centralized-tracking check: scores in and out of the range,
 #: of every kind of real number (numpy scalars, fractions), and results that are no score at all.
 _RESULTS = (0.5, 1.0, math.nan, math.inf, -math.inf, 1.5, -0.25, np.float32(0.5), np.float64(0.25), np.int64(1),
-            Fraction(1, 3), np.float32(1.5), np.int64(-1), True, False, np.bool_(True), "0.5", None)
+            Fraction(1, 3), np.float32(1.5), np.int64(-1), True, False, np.bool_(True), "0.5", None,
+            10**400, -10**400, Decimal("0.5"), np.array(0.5))
+"""(10**400: an int no float holds, as an exact integer return sum may be)"""
 
 
 def test_a_wrapper_that_leaves_recording_to_the_main_process_refuses_a_score_out_of_range(
