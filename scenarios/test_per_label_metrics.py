@@ -270,6 +270,30 @@ def test_the_stats_pipeline_reduces_every_mix_of_value_kinds_as_defined(scenario
             f"changed with the order of the same reports (in order, reordered): {dict(list(moved.items())[:4])}")
 
 
+#: (counter, whole numbers its reports hold): sums no float64 holds exactly (past 2**53)
+_WIDE_COUNTS = (("episodes", (2**53, 1)), ("per_label_samples/maze", (10**17, 3, 4)),
+                ("completions", (2**62, *([1] * 9))), ("episodes", (np.int64(2**60), np.uint64(2**63), 1)))
+
+
+def test_a_counter_of_whole_numbers_is_summed_exactly_at_any_size() -> None:
+    """A counter whose reports are whole numbers (ints or numpy integers: a global step or
+    sample count an env reports) sums to the exact int, past 2**53 too, where a float sum
+    loses the low digits."""
+    wrong = []
+    for key, reports in _WIDE_COUNTS:
+        *parents, leaf = key.split("/")
+        raw: dict[str, list[float]] = defaultdict(list)
+        for count in reports:
+            info: dict[str, Any] = {leaf: count}
+            for part in reversed(parents):
+                info = {part: info}
+            accumulate_rollout_stats([info], raw)
+        got = process_training_stats(raw, agent_step=0, epoch=0).get(f"env_{key}")
+        if got != sum(int(count) for count in reports) or type(got) is not int:
+            wrong.append(f"{key} reported as {reports}: {got!r}, exactly {sum(int(count) for count in reports)}")
+    assert not wrong, f"counters of whole numbers summed inexactly: {wrong}"
+
+
 def _built_in(curriculum_factory, require_capability, config: CurriculumConfig, why: str) -> Curriculum:
     """The curriculum under test for `config` if it is the built-in one; a plug-in's is closed
     and the check skipped with `why`."""
