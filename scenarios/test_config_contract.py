@@ -2053,3 +2053,32 @@ def test_a_vector_wrapped_by_hand_refuses_the_curricula_the_factory_refuses(refu
             vecenv.close()
     finally:
         curriculum.close()
+
+
+#: keyword options the factory does not take: pufferlib's own that it leaves out, and misspellings
+_NOT_VEC_OPTIONS = {"sync_traj": True, "batchsize": 2, "zero_copies": False, "num_threads": 2}
+
+
+@pytest.mark.parametrize("backend", ["Serial", "Multiprocessing"])
+def test_a_keyword_option_the_factory_does_not_take_is_refused_by_name(backend: str) -> None:
+    """`make_curriculum_vecenv` takes `batch_size`, `zero_copy` and `overwork` beside its named
+    arguments; any other keyword (a pufferlib option it leaves out, a misspelling) is refused
+    as `CurriculumConfigError` naming it, before a worker starts, never handed on to fail in
+    pufferlib with an error of its own."""
+    curriculum = Curriculum(_curriculum(algorithm=UniformConfig()), shared_memory=backend == "Multiprocessing")
+    wrong = []
+    try:
+        for name, value in _NOT_VEC_OPTIONS.items():
+            try:
+                make_curriculum_vecenv(_exact_env, curriculum, backend=backend, num_envs=2, **{name: value}).close()
+            except CurriculumConfigError as error:
+                if name not in str(error):
+                    wrong.append(f"{name}={value!r}: refused without naming it: {error}")
+                continue
+            except Exception as error:  # noqa: BLE001 - reported below
+                wrong.append(f"{name}={value!r}: {type(error).__name__}: {error}")
+                continue
+            wrong.append(f"{name}={value!r}: accepted")
+    finally:
+        curriculum.close()
+    assert not wrong, f"{backend}: keyword options make_curriculum_vecenv does not take: {wrong}"
