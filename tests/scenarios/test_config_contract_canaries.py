@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from curriculum import Curriculum, CurriculumConfig, CurriculumConfigError, Sing
 _PATH = Path(__file__).resolve().parents[2] / "scenarios" / "test_config_contract.py"
 _SPEC = importlib.util.spec_from_file_location("config_contract_suite", _PATH)
 suite = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = suite  # (as an import does: a dataclass of the suite looks its module up)
 _SPEC.loader.exec_module(suite)
 
 _DOMAIN = next(d for d in suite.DOMAINS if d[0].startswith("eviction_percentile"))

@@ -8,6 +8,7 @@ within `BROKEN_RUN_SETTINGS`' examples.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from curriculum import Curriculum, InvalidScoreError
 _PATH = Path(__file__).resolve().parents[2] / "scenarios" / "test_curriculum_state_machine.py"
 _SPEC = importlib.util.spec_from_file_location("curriculum_state_machine_suite", _PATH)
 suite = importlib.util.module_from_spec(_SPEC)
+sys.modules[_SPEC.name] = suite  # (as an import does: a dataclass of the suite looks its module up)
 _SPEC.loader.exec_module(suite)
 CurriculumMachine, CurriculumFactory, ERROR_BASES = suite.CurriculumMachine, suite.CurriculumFactory, suite.ERROR_BASES
 MACHINE_SETTINGS = suite.MACHINE_SETTINGS
