@@ -29,8 +29,9 @@ import numpy as np
 import pytest
 
 from curriculum import (BucketedTaskGenerator, Curriculum, CurriculumConfig, CurriculumConfigError,
-                        LearningProgressConfig, Stage, StagedProgressionConfig, UniformConfig,
-                        TaskGenerator, gini_coefficient, normalized_entropy)
+                        LearningProgressConfig, SingleTaskGenerator, Stage, StagedProgressionConfig,
+                        UniformConfig, TaskGenerator, gini_coefficient, normalized_entropy)
+from curriculum.env import CompletionRecorder
 from curriculum.algorithms.learning_progress import LABEL_TABLE_SIZE, STATE_FIELDS, id_fields
 from curriculum.stats import LP_EMA_ALPHA, accumulate_rollout_stats, process_training_stats
 from harness.copies import plain_copy
@@ -39,6 +40,7 @@ from harness.lp_reference import (LPState, label_with_home, read_state, referenc
                                    reference_learning_progress, reference_pool_counts, reference_probabilities,
                                    reference_record, state_differences)
 from harness.oracle import AccountingOracle, reference_entropy, reference_gini
+from harness.protocol import ProtocolView
 from harness.task_spaces import TaggedTasks, chain_task_space, impossible_task_space
 from harness.thresholds import ENV_WRAPPER as LIMITS
 from harness.thresholds import INVARIANCES
@@ -1268,3 +1270,39 @@ def _evict_from_shared_pool(seed: int) -> None:
         f"only {played['evictions']} evictions in {played['episodes']} episodes, seed {seed}: the check "
         "measured too little")
 
+
+
+class _PoolMovedBetweenReads(ProtocolView):
+    """A pool read twice for one report, a task admitted between the reads: `task_scores()`
+    holds the three tasks before it, `active_tasks()` the four after (the new one first)."""
+
+    def active_tasks(self) -> list[Any]:
+        return self._inner.active_tasks()
+
+    def task_scores(self) -> np.ndarray:
+        return np.array([0.1, 0.2, 0.3])
+
+    def stats(self) -> dict[str, Any]:
+        return {**self._inner.stats(), "per_label_lp_scores": {"maze": 0.7}}
+
+
+def test_a_pool_report_read_across_a_change_pairs_no_task_with_another_tasks_score() -> None:
+    """A recorder matches `task_scores()` to `active_tasks()` position by position only when
+    both were read of one pool: when their lengths differ (the pool changed between the two
+    reads) no task gets the score at its position, which may be another task's; each gets
+    its label's score from the report's `per_label_lp_scores` (0.7 here; the per-label LP an
+    episode reports is an EMA of its tasks' scores, so 0.7 all along)."""
+    curriculum = Curriculum(CurriculumConfig(task_generator=SingleTaskGenerator({"size": 1}, label="maze"),
+                                             algorithm=UniformConfig(), num_active_tasks=4, seed=0))
+    try:
+        recorder = CompletionRecorder(_PoolMovedBetweenReads(curriculum), stats_interval=1)
+        pool = [task.task_id for task in curriculum.active_tasks()]
+        reported = {}
+        for task_id in pool[1:3]:
+            entries = recorder.record(task_id, "maze", 0.5)
+            reported[task_id] = entries.get("curriculum_stats/per_label_lp_scores/maze")
+    finally:
+        curriculum.close()
+    assert reported == {task_id: 0.7 for task_id in pool[1:3]}, (
+        f"task scores of 3 tasks read with 4 task ids: the per-label LP each episode reported is {reported}, "
+        f"expected the label's 0.7 from the report (0.1-0.3 are scores of tasks at other positions)")
