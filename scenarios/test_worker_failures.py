@@ -860,3 +860,41 @@ def test_a_dead_worker_is_named_even_when_the_env_fails_to_close(curriculum_fact
         with contextlib.suppress(RuntimeError):  # (the env's close fails again)
             vecenv.close()
         getattr(curriculum, "close", lambda: None)()
+
+
+class _UnsendableInfos(ExactAccountingEnv):
+    """An env whose every step's infos hold a callback, which no pickle takes: a worker flags
+    its infos and dies sending them."""
+
+    def step(self, actions):
+        observations, rewards, terminals, truncations, infos = super().step(actions)
+        return observations, rewards, terminals, truncations, [*infos, {"callback": lambda: None}]
+
+
+def _env_unsendable_infos(buf=None, seed=0):
+    return _UnsendableInfos(buf=buf, seed=seed)
+
+
+def test_a_worker_that_dies_sending_its_infos_is_named() -> None:
+    """Workers whose infos cannot be pickled die sending them, after flagging them: the trainer's
+    step must raise `WorkerProcessError` naming a worker, and the vector close itself, never let
+    pufferlib's read of a closed pipe (`EOFError`) out with the vector left open."""
+    curriculum = Curriculum(_config(0), shared_memory=True)
+    vecenv = make_curriculum_vecenv(_env_unsendable_infos, curriculum, backend="Multiprocessing", num_envs=2,
+                                    num_workers=2, seed=0)
+    try:
+        vecenv.reset(seed=0)
+        try:
+            for _ in range(LIMITS.steps_after):
+                vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
+        except WorkerProcessError as error:
+            assert "worker" in str(error) and vecenv.closed, (
+                f"workers died sending their infos: {error!r}, the vector closed itself: {vecenv.closed}")
+        except Exception as error:  # noqa: BLE001 - reported below
+            pytest.fail(f"workers died sending their infos: the step raised {type(error).__name__}: {error}, not "
+                        f"WorkerProcessError (the vector closed itself: {vecenv.closed})")
+        else:
+            pytest.fail(f"workers died sending their infos, and {LIMITS.steps_after} steps raised nothing")
+    finally:
+        vecenv.close()
+        curriculum.close()
