@@ -21,9 +21,10 @@ from __future__ import annotations
 import inspect
 import math
 import random
+import sys
 from decimal import Decimal
 from fractions import Fraction
-from numbers import Real
+from numbers import Integral, Real
 from typing import Any
 
 import gymnasium
@@ -391,8 +392,9 @@ def test_a_wrapper_that_leaves_recording_to_the_main_process_refuses_a_score_out
             env.close()
     # the range the curriculum declares (its config's), else any number: NaN is never a score
     low, high = getattr(getattr(curriculum, "config", None), "score_range", None) or (-math.inf, math.inf)
-    def is_score(value: Any) -> bool:
-        return isinstance(value, Real) and not isinstance(value, (bool, np.bool_)) and low <= value <= high
+    def is_score(value: Any) -> bool:  # (a number no float holds is none, whatever the range)
+        return isinstance(value, Real) and not isinstance(value, (bool, np.bool_)) and low <= value <= high \
+            and not (isinstance(value, Integral) and abs(value) > sys.float_info.max)
 
     wrong = {name: outcome for (name, outcome), score in zip(outcomes.items(), _RESULTS)
              if outcome != ("sent" if is_score(score) else "refused")}
