@@ -578,9 +578,6 @@ def _env_given_buffers(kind: str) -> Any:
     return curriculum
 
 
-# (what, build, accepted, refused, error): positional arguments and options whose refusal is
-# not a config error, or that take objects rather than numbers. A `_Live` value is built for
-# the row and closed after it.
 @dataclasses.dataclass
 class _UnimplementedAlgorithm(AlgorithmConfig):
     """An `AlgorithmConfig` of the user's own (or a misspelt one): a config no algorithm implements."""
@@ -593,6 +590,9 @@ def _built(config: CurriculumConfig, **options: Any) -> None:
     Curriculum(config, **options).close()
 
 
+# (what, build, accepted, refused, error): positional arguments and options whose refusal is
+# not a config error, or that take objects rather than numbers. A `_Live` value is built for
+# the row and closed after it.
 ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...], type[Exception]]] = [
     ("algorithm one the library implements, Curriculum", _built, (_curriculum(algorithm=UniformConfig()),),
      (_curriculum(algorithm=_UnimplementedAlgorithm()),), CurriculumConfigError),
@@ -966,7 +966,8 @@ def test_an_attach_refusal_puts_each_value_on_its_own_side(given: str) -> None:
 _OTHER_KINDS = [
     ("another algorithm", lambda c: dataclasses.replace(c, algorithm=UniformConfig()), "algorithm.name",
      ("learning_progress", "uniform")),
-    ("another generator", lambda c: dataclasses.replace(c, task_generator=SingleTaskGenerator({"size": 8}, label="maze")),
+    ("another generator",
+     lambda c: dataclasses.replace(c, task_generator=SingleTaskGenerator({"size": 8}, label="maze")),
      "task_generator.type", ("bucketed", "single")),
 ]
 
