@@ -36,7 +36,7 @@ from curriculum.errors import (
 from curriculum.memory import SharedMemoryBackend
 from curriculum.metrics import gini_coefficient, normalized_entropy
 from curriculum.task import CurriculumTask
-from curriculum.tracker import EMPTY, TaskTracker, tracker_layout
+from curriculum.tracker import EMPTY, TaskTracker, slot_arrays, tracker_layout
 
 __all__ = ["Curriculum", "STATE_FORMAT"]
 
@@ -116,11 +116,20 @@ class Curriculum:
             self = cls.__new__(cls)
             self.config = config
             self._algorithm = make_algorithm(config)
-            expected = tracker_layout(config.num_active_tasks, self._algorithm.extra_layout())
+            extra = self._algorithm.extra_layout()
+            expected = tracker_layout(config.num_active_tasks, extra)
             if backend.layout != expected:  # same config, other library version
                 raise CurriculumConfigError(
                     f"Expected shared tracker {name!r} to hold arrays {expected} for this config, "
                     f"received {backend.layout}"
+                )
+            arranged = (tuple(backend.slot_arrays), sorted(backend.cold_arrays))
+            expected_arranged = (slot_arrays(config.num_active_tasks, extra),
+                                 sorted(cold for cold in self._algorithm.cold_arrays if cold in extra))
+            if arranged != expected_arranged:
+                raise CurriculumConfigError(
+                    f"Expected shared tracker {name!r} to keep arrays {expected_arranged[0]} per slot and "
+                    f"{expected_arranged[1]} as rarely written, received {arranged[0]} and {arranged[1]}"
                 )
         except BaseException:
             backend.close()

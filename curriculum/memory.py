@@ -638,6 +638,7 @@ class SharedMemoryBackend(TaskMemoryBackend):
         self._plan = plan
         self.layout = layout
         self.slot_arrays = slot_arrays
+        self.cold_arrays = cold_arrays
         self.meta = meta
         self.creator = creator
         self.name = self._segment.name

@@ -260,6 +260,21 @@ def _pool_masks(state: LPState, rules: _Rules) -> tuple[list[Any], ...]:
     return warm, lp, learned, stagnant, frontier, stalled, revisited
 
 
+def _cold_weights(state: LPState, warm: Sequence[bool]) -> list[float]:
+    """Per slot: a cold task's part of the cold budget (its label's usefulness x2, capped at 1;
+    an unknown label's prior 0.5), 0 for warm tasks."""
+    return [0.0 if w else min(2 * (state.usefulness[label - 1] if label else 0.5), 1.0)
+            for w, label in zip(warm, state.labels)]
+
+
+def reference_readouts(state: LPState, config: LearningProgressConfig) -> dict[str, list[Any]]:
+    """What the algorithm reads out per slot for `state`, by the documented rules: its
+    learning progress (`scores()`, `score_at()`), whether it is warm and learned
+    (`learned()`), and its part of the cold budget (`cold_weights()`)."""
+    warm, lp, learned, *_ = _pool_masks(state, _Rules(config))
+    return {"scores": lp, "learned": learned, "cold_weights": _cold_weights(state, warm)}
+
+
 def reference_pool_counts(state: LPState, config: LearningProgressConfig) -> dict[str, int]:
     """The pool's tasks by what the documented rules make of them, as `stats()` reports them:
     still in warm-up (cold), learned, on the frontier, revisited."""
@@ -279,8 +294,7 @@ def reference_probabilities(state: LPState, config: LearningProgressConfig,
     warm, lp, learned, stagnant, frontier, stalled, revisited = _pool_masks(state, rules)
     owed = [label > 0 and state.retries[label - 1] > 0 for label in state.labels]
     retried = [o and s and not f for o, s, f in zip(owed, stagnant, frontier)] if config.retry else [False] * n
-    cold = [0.0 if w else min(2 * (state.usefulness[label - 1] if label else 0.5), 1.0)
-            for w, label in zip(warm, state.labels)]
+    cold = _cold_weights(state, warm)
     num_cold = warm.count(False)
 
     def split(weights: Sequence[float]) -> list[float]:

@@ -38,7 +38,7 @@ from harness.copies import plain_copy
 from harness.envs import TaskDependencyEnv
 from harness.lp_reference import (LPState, label_with_home, read_state, reference_eviction, reference_eviction_candidates,
                                    reference_learning_progress, reference_pool_counts, reference_probabilities,
-                                   reference_record, state_differences)
+                                   reference_readouts, reference_record, state_differences)
 from harness.oracle import AccountingOracle, reference_entropy, reference_gini
 from harness.protocol import ProtocolView
 from harness.task_spaces import TaggedTasks, chain_task_space, impossible_task_space
@@ -663,6 +663,22 @@ def _shortlist_wrong(curriculum: Any, tracker: Any, candidates: list[bool]) -> s
     return None
 
 
+def _readouts_wrong(algorithm: Any, reference: dict[str, list[Any]]) -> str | None:
+    """What the algorithm's per-slot readouts (`scores()`, `score_at()`, `learned()`,
+    `cold_weights()`) say against `reference` (`reference_readouts`): the first slots that differ."""
+    slots = range(len(reference["scores"]))
+    read = {"scores()": algorithm.scores().tolist(), "score_at()": [algorithm.score_at(slot) for slot in slots],
+            "learned()": algorithm.learned().tolist(), "cold_weights()": algorithm.cold_weights().tolist()}
+    expected = {"scores()": reference["scores"], "score_at()": reference["scores"],
+                "learned()": reference["learned"], "cold_weights()": reference["cold_weights"]}
+    for name, values in read.items():
+        wrong = [(slot, value, rule) for slot, (value, rule) in enumerate(zip(values, expected[name]))
+                 if not math.isclose(value, rule, rel_tol=1e-9, abs_tol=1e-12)]
+        if wrong:
+            return f"the algorithm's {name} is (slot, value, by the rules) {wrong[:6]}"
+    return None
+
+
 def _mastered_beside_a_copy(before: LPState, after: LPState, slot: int, config: LearningProgressConfig) -> bool:
     """Whether the completion took its task's level (baseline + slow EMA times the rest) from
     below `max_baseline` to it while another warm task of its configuration stood at or above
@@ -729,6 +745,8 @@ def _follow_rules(curriculum_factory, require_capability, curriculum_config: Cur
             assert not wrong, (
                 f"{where}: the refresh after it samples slots (slot, probability, by the rules) "
                 f"{wrong[:6]}")
+            wrong_readouts = _readouts_wrong(curriculum._algorithm, reference_readouts(after, config))
+            assert not wrong_readouts, f"{where}: after it, {wrong_readouts}"
             wrong_shortlist = _shortlist_wrong(curriculum, tracker, reference_eviction_candidates(
                 after, config, (tracker.completions >= curriculum.config.min_presentations).tolist()))
             assert not wrong_shortlist, f"{where}: the refresh after it {wrong_shortlist}"
@@ -869,6 +887,22 @@ def _random_statistics(rng: np.random.Generator, algorithm: LearningProgressConf
     return [row[field] for field in STATE_FIELDS]
 
 
+def _one_score_short_of_mastery(row: list[float], algorithm: LearningProgressConfig,
+                                rng: np.random.Generator) -> list[float]:
+    """`row` (a warm task's statistics) with its slow EMA just below the mastery level, where one
+    score of 1 takes it past: the slow EMA inside `[(m - a) / (1 - a), m)`, `m` the level
+    `max_baseline` normalised by the task's baseline, `a` the slow EMA's rate."""
+    fields = dict(zip(STATE_FIELDS, row))
+    b, cap = fields["baseline"], algorithm.max_baseline
+    mastered_at = (cap - b) / (1.0 - b)
+    rate = algorithm.ema_timescale * algorithm.slow_timescale_factor
+    low = (mastered_at - rate) / (1.0 - rate)
+    slow = float(rng.uniform(low + 0.1 * (mastered_at - low), mastered_at - 0.1 * (mastered_at - low)))
+    fields.update(slow=slow, fast=slow, peak=max(fields["peak"], slow), count=max(fields["count"],
+                                                                                   algorithm.min_samples_for_lp))
+    return [fields[field] for field in STATE_FIELDS]
+
+
 def _faint(row: list[float], rng: np.random.Generator) -> list[float]:
     """`row` (a calm task's statistics) made to show learning progress of about 1e-309 with no
     noise to hide it: subnormal, yet precise to 13 digits, so a pool of one to three of them has
@@ -923,23 +957,27 @@ def test_the_eviction_shortlist_is_its_percent_of_the_presented_tasks_exactly(cu
 
 def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, require_capability,
                                                         scenario_seed) -> None:
-    """States the simulated students seldom reach: the checkpoint of a run (real keys, labels,
-    memory and usefulness) with every pool task's statistics drawn at random within their
-    documented ranges (now and then a few of them the only ones with learning progress, of a
-    subnormal size), restored with `load_state`, and one episode recorded. The distribution
-    the refresh after it samples from, the pool counts `stats()` reports and the tasks it
-    shortlists for eviction (at `eviction_percentile=100`, every task the rules let go) must be
-    those the documented rules give for that state; the random draws land on both sides of
-    every rule's edge (the learned level, the noise band, the frontier's test and budget),
-    where a run's states pass by only now and then."""
+    """States the simulated students seldom reach: the checkpoint of a run (real keys, labels
+    and usefulness) with every pool task's statistics and every remembered configuration's
+    drawn at random within their documented ranges (now and then a few tasks the only ones with
+    learning progress, of a subnormal size; now and then every task one score of 1 short of
+    mastery, and a 1 recorded), restored with `load_state`, and one episode recorded. The
+    state that completion leaves (the task's statistics, and at a mastery the budgets it renews
+    and the remembered verdicts it drops), the distribution the refresh after it samples from,
+    the pool counts `stats()` reports and the tasks it shortlists for eviction (at
+    `eviction_percentile=100`, every task the rules let go) must be those the documented rules
+    give for that state; the random draws land on both sides of every rule's edge (the learned
+    level, the noise band, the frontier's test and budget, a remembered configuration's
+    progress), where a run's states pass by only now and then."""
     algorithm = dataclasses.replace(LearningProgressConfig(), config_memory=64)
     config = dataclasses.replace(_rules_config(algorithm, scenario_seed, refresh_interval=1, labels=_EDGE_LABELS),
                                  eviction_percentile=100.0)  # (its upper end: every task let go is shortlisted)
-    curriculum, tracker, arrays, _ = _followed(curriculum_factory, require_capability, config,
-                                               "the rules are those of the built-in learning progress")
+    curriculum, tracker, arrays, ignore = _followed(curriculum_factory, require_capability, config,
+                                                    "the rules are those of the built-in learning progress")
     rng = np.random.default_rng(scenario_seed)
     practice: Counter = Counter()
     decided: Counter = Counter()
+    warmup = algorithm.min_samples_for_lp
     try:
         for _ in range(LIMITS.random_states_run):
             task = curriculum.get_task()
@@ -948,17 +986,38 @@ def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, requ
         for trial in range(LIMITS.random_states):
             state = plain_copy(played)
             calm = bool(rng.random() < 0.5)
-            rows = [_random_statistics(rng, algorithm, algorithm.min_samples_for_lp, calm)
-                    for _ in range(tracker.capacity)]
+            rows = [_random_statistics(rng, algorithm, warmup, calm) for _ in range(tracker.capacity)]
             if calm and rng.random() < 0.25:
                 for slot in rng.choice(tracker.capacity, size=int(rng.integers(1, 4)), replace=False).tolist():
                     rows[slot] = _faint(rows[slot], rng)
+            short_of_mastery = not calm and rng.random() < 0.25
+            if short_of_mastery:
+                rows = [_one_score_short_of_mastery(row, algorithm, rng) for row in rows]
             state["arrays"]["lp_state"] = [value for row in rows for value in row]
+            keys = state["arrays"]["lp_memory_keys"]
+            for key in rng.integers(1, 2 ** 62, len(keys) // 2).tolist():  # (each where a lookup probes first)
+                keys[key % len(keys)] = keys[key % len(keys)] or key
+            state["arrays"]["lp_memory"] = [value for key in keys for value in (
+                _random_statistics(rng, algorithm, warmup, bool(rng.random() < 0.5)) if key
+                else [0.0] * len(STATE_FIELDS))]
             state["arrays"]["lp_label_retries"] = rng.integers(0, 3, len(state["arrays"]["lp_label_retries"])).tolist()
+            state["evictable"] = [-1] * len(state["evictable"])  # (the shortlist of the run's statistics)
             curriculum.load_state(state)  # (sampling as the checkpoint did until the next refresh)
             task = curriculum.get_task()
-            curriculum.update_task_performance(task.task_id, _rules_student(task, practice, rng))
+            score = 1.0 if short_of_mastery else _rules_student(task, practice, rng)
+            slot = tracker.task_ids.tolist().index(task.task_id)
+            before = read_state(arrays)
+            curriculum.update_task_performance(task.task_id, score)
             drawn = read_state(arrays)  # as the refresh after that completion saw it
+            expected = reference_record(before, slot, score, algorithm, (task.env_cfg, task.label, ignore))
+            differences = state_differences(expected, drawn)
+            assert not differences, (
+                f"random state {trial}, seed {scenario_seed}: a completion of task {task.task_id} (slot {slot}) with "
+                f"score {score!r} left a state the documented rules do not give:\n" + "\n".join(differences[:10]))
+            if drawn.counters["mastery_events"] > before.counters["mastery_events"]:
+                dropped = sum(bool(b) and not a for b, a in zip(before.memory_keys, drawn.memory_keys))
+                decided["mastery dropping remembered verdicts"] += dropped > 0
+                decided["mastery keeping remembered verdicts"] += any(drawn.memory_keys)
             reference = reference_probabilities(drawn, algorithm, decided)
             probabilities = curriculum.sampling_probabilities()
             wrong = [(slot, float(p), r) for slot, (p, r) in enumerate(zip(probabilities, reference))
@@ -970,13 +1029,16 @@ def test_states_drawn_at_random_sample_as_the_rules_say(curriculum_factory, requ
             reported = {name: curriculum.stats().get(name) for name in counts}
             assert reported == counts, (f"random state {trial}, seed {scenario_seed}: stats() reports the pool as "
                                         f"{reported}, by the rules {counts}")
+            wrong_readouts = _readouts_wrong(curriculum._algorithm, reference_readouts(drawn, algorithm))
+            assert not wrong_readouts, f"random state {trial}, seed {scenario_seed}: {wrong_readouts}"
             wrong_shortlist = _shortlist_wrong(curriculum, tracker, reference_eviction_candidates(
                 drawn, algorithm, (tracker.completions >= curriculum.config.min_presentations).tolist()))
             assert not wrong_shortlist, f"random state {trial}, seed {scenario_seed}: the refresh {wrong_shortlist}"
     finally:
         curriculum.close()
     thin = {rule: decided[rule] for rule in ("learning progress", "fallback", "frontier", "revisit learned",
-                                             "revisit stalled", "retry", "cold")
+                                             "revisit stalled", "retry", "cold", "mastery dropping remembered verdicts",
+                                             "mastery keeping remembered verdicts")
             if decided[rule] < LIMITS.rules_min_steps}  # (the fewest over seeds 0-19: 47, the fallback)
     assert not thin, f"rules that decided too few of the random states to be checked: {thin}, seed {scenario_seed}"
 

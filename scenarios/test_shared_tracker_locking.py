@@ -1355,28 +1355,54 @@ def test_every_block_a_creator_accepts_attaches_as_it_was_created(scenario_seed)
 #: (the block's word views and its attach read those two names), not their aliases or other 8-byte types
 NOT_LAYOUT_DTYPES = ("i8", "<f8", "f8", "uint64", "complex64", "int32", "float32", "int", "float", "bool", "", None)
 
+#: Lengths of a layout entry other than a plain positive int: numpy integers (a pool size
+#: computed with numpy), bools, zero, negatives, floats, strings, None, a shape.
+ODD_LAYOUT_LENGTHS = (np.int64(3), np.int32(2), np.uint64(2), True, False, 0, -1, 2.0, "2", None, (2,))
 
-@pytest.mark.parametrize("shared", [False, True], ids=["local", "shared"])
-def test_a_layout_dtype_other_than_the_two_words_is_refused_by_name(shared: bool) -> None:
+
+def _layout_taken(shared: bool, entry: tuple[Any, Any]) -> str:
+    """What a backend does with a layout holding `entry` as its entry "entry": "accepted" (its
+    array of that length, and for the shared one a block that attaches as created), "refused by
+    name" (`CurriculumConfigError` naming the entry), or what went wrong."""
+    layout = {"row_values": ("float64", 2), "entry": entry}
+    try:
+        backend = (memory.SharedMemoryBackend(layout, slot_arrays=("row_values",)) if shared
+                   else memory.LocalMemoryBackend(layout))
+    except CurriculumConfigError as error:
+        return "refused by name" if "entry" in str(error) else f"refused without naming the entry: {error}"
+    except Exception as error:  # noqa: BLE001 - a refusal of another kind is reported by the caller
+        return f"raised {type(error).__name__}: {error}"
+    try:
+        if len(backend["entry"]) != entry[1]:
+            return f"accepted with an array of {len(backend['entry'])} words"
+        if shared:
+            other = memory.SharedMemoryBackend.attach(backend.name)
+            try:
+                if dict(other.layout) != dict(backend.layout):
+                    return f"accepted, and attached as {dict(other.layout)}"
+            finally:
+                other.close()
+    finally:
+        backend.close()
+    return "accepted"
+
+
+def test_a_layout_entry_is_taken_or_refused_alike_by_the_local_and_the_shared_backend() -> None:
     """A layout entry's dtype is "int64" or "float64"; any other spelling, an alias of the two
     included, is refused as `CurriculumConfigError` naming the entry, by the local backend and
-    by the shared one alike (whose word views read the two names only)."""
+    by the shared one alike (whose word views read the two names only). A length other than a
+    plain positive int (a numpy integer, a bool, zero, a float, ...) is taken by both, as an
+    array of that length and a block that attaches as created, or refused by both by name:
+    never taken by one and refused, or raised on, by the other (a numpy length its JSON header
+    cannot hold)."""
     wrong = []
-    for dtype in NOT_LAYOUT_DTYPES:
-        layout = {"row_values": ("float64", 2), "entry": (dtype, 2)}
-        try:
-            backend = (memory.SharedMemoryBackend(layout, slot_arrays=("row_values",)) if shared
-                       else memory.LocalMemoryBackend(layout))
-        except CurriculumConfigError as error:
-            if "entry" not in str(error):
-                wrong.append(f"{dtype!r} refused without naming the entry: {error}")
-            continue
-        except Exception as error:  # noqa: BLE001 - a refusal of another kind is reported below
-            wrong.append(f"{dtype!r} raised {type(error).__name__}: {error}")
-            continue
-        backend.close()
-        wrong.append(f"{dtype!r} accepted")
-    assert not wrong, f"layout dtypes other than 'int64' and 'float64' ({'shared' if shared else 'local'}): {wrong}"
+    entries = [(dtype, 2) for dtype in NOT_LAYOUT_DTYPES] + [("int64", length) for length in ODD_LAYOUT_LENGTHS]
+    for entry in entries:
+        local, shared = _layout_taken(False, entry), _layout_taken(True, entry)
+        allowed = ("refused by name",) if entry[0] in NOT_LAYOUT_DTYPES else ("refused by name", "accepted")
+        if local != shared or local not in allowed:
+            wrong.append(f"{entry!r}: local {local}, shared {shared}")
+    assert not wrong, f"layout entries taken otherwise than by name alike (expected one of refused/accepted): {wrong}"
 
 
 def test_a_block_of_the_same_config_and_another_layout_is_refused_by_attach(uses_builtin_curriculum,
@@ -1850,6 +1876,67 @@ _NAMED_IN_REFUSAL: dict[str, str] = {
     "a copy of a live tracker with a header length past the block": str(1 << 40),
     "a copy of a live tracker with a header length with its top bit set": str((1 << 63) + 512),
 }
+
+
+#: JSON values of every type (and edge of it) a damaged or foreign header may hold in any field.
+_ANY_JSON = (None, True, False, 0, -1, 2.5, "", "x", [], [1, "x"], {}, {"x": 1})
+
+
+def _headers_with_any_json_in_a_field(header: dict[str, Any]) -> dict[str, Any]:
+    """Damages of a live tracker's `header` (for `_damaged_copy`), by what they change: every
+    top-level field, every layout entry and every entry of the slot and cold array lists, each
+    in turn holding each of `_ANY_JSON`."""
+    def put(path: tuple[Any, ...], value: Any) -> Any:
+        def damage(h: dict[str, Any]) -> None:
+            target = h
+            for step in path[:-1]:
+                target = target[step]
+            target[path[-1]] = value
+        return damage
+
+    paths = [(field,) for field in header]
+    paths += [("layout", name) for name in header["layout"]]
+    paths += [(field, i) for field in ("slot_arrays", "cold_arrays") for i in range(len(header.get(field, ())))]
+    return {f"{'.'.join(map(str, path))} = {value!r}": put(path, value) for path in paths for value in _ANY_JSON}
+
+
+def test_a_header_holding_any_json_value_in_any_field_is_refused_by_name(curriculum_factory, require_capability,
+                                                                         scenario_seed, uses_builtin_curriculum) -> None:
+    """A tracker block of this user whose header holds, in any one field (a top-level one, a
+    layout entry, an entry of the slot or cold array lists), a JSON value of any type (what
+    another library version, another program or a torn write leaves) is attached or refused
+    as a named curriculum error (`SharedTrackerError`, `CurriculumConfigError`), never another
+    exception; and the orphan sweep, which reads every block of the tracker prefix, passes over
+    it without raising (a raise there would stop every new shared tracker, which sweeps first)."""
+    require_capability(uses_builtin_curriculum, "damages the header of the built-in shared tracker's block")
+    live = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
+    planted = os.path.join(SEGMENT_DIR, f"{SEGMENT_PREFIX}damaged-{os.getpid()}-{scenario_seed}")
+    wrong = []
+    try:
+        live_path = os.path.join(SEGMENT_DIR, live.shared_memory_name)
+        block = Path(live_path).read_bytes()
+        at = len(memory._MAGIC) + 8
+        header = json.loads(block[at:at + int.from_bytes(block[len(memory._MAGIC):at], "little")].decode())
+        damages = _headers_with_any_json_in_a_field(header)
+        for what, damage in damages.items():
+            _damaged_copy(live_path, planted, damage)
+            try:
+                type(live).attach(os.path.basename(planted), live.config).close()
+            except (SharedTrackerError, CurriculumConfigError):
+                pass
+            except Exception as error:  # noqa: BLE001 - reported below
+                wrong.append(f"{what}: attach raised {type(error).__name__}: {error}")
+            try:
+                remove_orphaned_segments(dry_run=True)
+            except Exception as error:  # noqa: BLE001 - reported below
+                wrong.append(f"{what}: the orphan sweep raised {type(error).__name__}: {error}")
+            os.unlink(planted)
+    finally:
+        if os.path.lexists(planted):
+            os.unlink(planted)
+        live.close()
+    assert not wrong, (f"{len(wrong)} of {len(damages)} damaged headers were not refused by name: {wrong[:4]}, seed "
+                       f"{scenario_seed}")
 
 
 def test_a_shared_block_is_reserved_whole_when_created(curriculum_factory, require_capability, scenario_seed) -> None:
