@@ -823,7 +823,8 @@ def _out_of_range(state: dict[str, Any], config: CurriculumConfig,
         edits += [("stage_window", 0, 1.5), ("stage_window", 0, -0.5),
                   ("stage_window_sum", 0, algorithm.window + 1.0), ("stage_window_sum", 0, -1.0)]
     # a count past MAX_COUNT; an id past MAX_TASK_ID whose remainder still names its slot
-    edits += [("completions", 0, MAX_COUNT + 1), ("task_ids", 0, (MAX_TASK_ID // pool + 1) * pool)]
+    edits += [("completions", 0, MAX_COUNT + 1), ("samples", pool - 1, MAX_COUNT + 1),
+              ("task_ids", 0, (MAX_TASK_ID // pool + 1) * pool)]
     edits += [("counters", COUNTERS.index(name), -1) for name in COUNTERS]  # each pool-wide counter below 0
     if isinstance(algorithm, LearningProgressConfig):
         label = int(arrays["lp_label"][0]) - 1

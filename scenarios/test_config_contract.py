@@ -404,7 +404,7 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
                 f"{what}: np.int64({value}) was accepted, and the config describes itself as {_short(described[0])}, "
                 f"as {_short(described[1])} with the int {value}")
     name = _field_name(what)
-    for value in refused:
+    for value in [*refused, *_entries_not_numbers(accepted)]:
         try:
             build(value)
         except CurriculumConfigError as error:
@@ -418,6 +418,16 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
             pytest.fail(f"{what}: {value!r} raised {type(error).__name__} ({error}), expected CurriculumConfigError "
                         f"naming `{name}`")
         pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
+
+
+def _entries_not_numbers(accepted: Sequence[Any]) -> list[Any]:
+    """Of each accepted tuple or list of numbers (a range, a pair of bounds, weights), a copy
+    with one entry in turn made each of `NOT_NUMBERS` (an int no float holds among them): every
+    such copy is outside the domain, whichever entry it is."""
+    numbers = [value for value in accepted if isinstance(value, (tuple, list)) and value
+               and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in value)]
+    return [type(value)((*value[:i], bad, *value[i + 1:])) for value in numbers[:1]
+            for i in range(len(value)) for bad in NOT_NUMBERS]
 
 
 def _numpy_twins(value: Any) -> list[Any]:

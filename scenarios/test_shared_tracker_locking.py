@@ -1387,6 +1387,37 @@ def _layout_taken(shared: bool, entry: tuple[Any, Any]) -> str:
     return "accepted"
 
 
+def _report_ownership(handles: tuple[Any, ...], sender: Any) -> None:
+    """(In a forked child) each handle's `is_owner`, then close them all."""
+    sender.send([handle.is_owner for handle in handles])
+    for handle in handles:
+        handle.close()
+
+
+def test_only_the_creating_process_owns_a_block() -> None:
+    """`is_owner` is true of the creator's handle in the creating process alone: false of a
+    handle attached by name, and of both handles in a forked child (documented: "a forked
+    child is not"), which closes its copies without removing the block its parent still uses."""
+    creator = memory.SharedMemoryBackend({"level": ("int64", 2)}, slot_arrays=("level",))
+    attached = memory.SharedMemoryBackend.attach(creator.name)
+    try:
+        here, there = mp.get_context("fork").Pipe()
+        child = mp.get_context("fork").Process(target=_report_ownership, args=((creator, attached), there))
+        child.start()
+        in_child = here.recv() if here.poll(30) else None
+        child.join(timeout=30)
+        ownership = {"creator here": creator.is_owner, "attached here": attached.is_owner,
+                     "creator and attached in a forked child": in_child}
+        assert ownership == {"creator here": True, "attached here": False,
+                             "creator and attached in a forked child": [False, False]}, (
+            f"is_owner of the block's handles: {ownership}; only the creator's handle in the creating process owns it")
+        assert os.path.exists(os.path.join(SEGMENT_DIR, creator.name)), (
+            "a forked child that closed its copies of the handles removed the block its parent still uses")
+    finally:
+        attached.close()
+        creator.close()
+
+
 def test_a_layout_entry_is_taken_or_refused_alike_by_the_local_and_the_shared_backend() -> None:
     """A layout entry's dtype is "int64" or "float64"; any other spelling, an alias of the two
     included, is refused as `CurriculumConfigError` naming the entry, by the local backend and
