@@ -972,6 +972,24 @@ def test_an_attach_refusal_puts_each_value_on_its_own_side(given: str) -> None:
         f"each side's value on its side ({sides})")
 
 
+@pytest.mark.parametrize("attaching", [(0.0, 2.0), (-1.0, 1.0)], ids=["high", "low"])
+def test_an_attach_refusal_names_a_differing_score_range_whole(attaching: tuple[float, float]) -> None:
+    """`score_range` is one field: `Curriculum.attach` with a config whose range differs at
+    either end names it and both whole ranges, as the README's example reads ("`score_range`
+    differs: [0.0, 1.0] in the shared curriculum, [0.0, 2.0] in the config given to attach"),
+    not the one bound that differs."""
+    shared = CurriculumConfig(task_generator=SingleTaskGenerator({"size": 8}, label="maze"), algorithm=UniformConfig(),
+                              num_active_tasks=2, score_range=(0.0, 1.0))
+    creator = Curriculum(shared, shared_memory=True)
+    try:
+        with pytest.raises(CurriculumConfigError) as refused:
+            Curriculum.attach(creator.shared_memory_name, dataclasses.replace(shared, score_range=attaching)).close()
+    finally:
+        creator.close()
+    expected = f"`score_range` differs: [0.0, 1.0] in the shared curriculum, {list(attaching)} in the config given to attach"
+    assert expected in str(refused.value), f"attach was refused with {str(refused.value)!r}, expected it to say {expected!r}"
+
+
 #: (what the attaching config changes, the field the refusal must name, both sides' kinds)
 _OTHER_KINDS = [
     ("another algorithm", lambda c: dataclasses.replace(c, algorithm=UniformConfig()), "algorithm.name",

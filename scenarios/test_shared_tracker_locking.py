@@ -1502,7 +1502,10 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
     sequence of sections (tasks assigned, evicted or not, completions recorded, late ones
     counted, arrays overwritten, the cold ones after `touch_globals()`) goes to a local and a
     shared tracker: every call returns the same, and after each section every read (of each
-    slot, for the task it holds and another, each counter, `snapshot()`) answers the same. A
+    slot, for the task it holds and another, each counter, `snapshot()`) answers the same; inside
+    a section, the shared tracker's lock-free reads (`task_id_at`, `mean_score_at`,
+    `task_stats`, `snapshot()`) made by the lock holder itself return the committed state, as
+    anyone's do (an abort would undo what the section wrote). A
     snapshot is a copy of one moment: a caller writing into it changes neither tracker, and later
     sections leave it as it was. A lock released or aborted once more after its section (not
     held) changes nothing."""
@@ -1554,10 +1557,19 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
         for _ in range(LIMITS.differential_sections):
             calls = section()
             answers = {}
+            committed = reads(trackers["shared"])
             for kind, tracker in trackers.items():
                 with tracker.lock:
                     answers[kind] = [call(tracker) for _, call in calls]
+                    if kind == "shared":  # the holder's own lock-free reads: the committed state still
+                        inside = reads(tracker)
             done.append("; ".join(name for name, _ in calls))
+            uncommitted = {key: (value, committed[key]) for key, value in inside.items()
+                           if _lock_free(key) and value != committed[key]}
+            if uncommitted:
+                wrong.append(f"inside section {len(done)} ({done[-1]}), the lock holder's own lock-free reads of the "
+                             f"shared tracker returned what the section wrote (read, committed): "
+                             f"{dict(list(uncommitted.items())[:4])}")
             for tracker in trackers.values():  # released or aborted again, not held: nothing to do (as an flock)
                 tracker.lock.release()
                 tracker.lock.abort()
@@ -1587,6 +1599,12 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
             tracker.close()
     assert not wrong, (f"a shared tracker answered otherwise than a local one given the same calls: {wrong[0]} "
                        f"(sections before it: {done[-4:-1]}), seed {scenario_seed}")
+
+
+def _lock_free(read: str) -> bool:
+    """Whether a read of the tracker differential is one of the shared tracker's lock-free
+    reads, which return the committed state whoever makes them, the lock holder included."""
+    return read.startswith(("task_id_at(", "mean_score_at(", "task_stats(", "snapshot()"))
 
 
 def test_what_every_section_journals_does_not_grow_with_the_configuration_memory(
