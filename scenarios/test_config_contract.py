@@ -571,6 +571,18 @@ def _altered_env(rebuilt: bool = False, **attributes: Any) -> _Live:
     return _Live(f"ExactAccountingEnv({settings})" if rebuilt else f"ExactAccountingEnv with {settings}", build)
 
 
+def _altered_gym_env(**attributes: Any) -> _Live:
+    """A `GymExactAccountingEnv` with `attributes` set after it was built."""
+    def build() -> GymExactAccountingEnv:
+        env = GymExactAccountingEnv()
+        for name, value in attributes.items():
+            setattr(env, name, value)
+        return env
+
+    settings = ", ".join(f"{name}={value!r}" for name, value in attributes.items())
+    return _Live(f"GymExactAccountingEnv with {settings}", build)
+
+
 def _env_given_buffers(kind: str) -> Any:
     """`CurriculumEnv(env, curriculum, buf=...)` where `buf` is what the env was built on
     ("shared"), a copy of it ("copied": the env does not write into the vector's buffers), or
@@ -647,6 +659,10 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
      AgentCountError),
     ("env a gymnasium.Env, GymCurriculumEnv", lambda v: _wrapping_env(GymCurriculumEnv, v), (GymExactAccountingEnv,),
      (object(), None, ExactAccountingEnv()), CurriculumConfigError),
+    # (a breach of the env contract, as the pufferlib wrapper names it)
+    ("env a gymnasium.Env with a callable set_env_config, GymCurriculumEnv",
+     lambda v: _wrapping_env(GymCurriculumEnv, v), (GymExactAccountingEnv,),
+     (_altered_gym_env(set_env_config=None), _altered_gym_env(set_env_config="set")), EnvContractError),
     ("buf None or the vector's buffers, CurriculumEnv", lambda v: _puffer_env(buf=v), (None,),
      (object(), [], "buf"), EnvContractError),
     ("env_creator a callable, vector", _vector_from, (_exact_env,), (5, None, "env"), CurriculumConfigError),

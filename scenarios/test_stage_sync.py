@@ -918,7 +918,8 @@ def test_a_worker_copy_adopts_every_stage_state_the_main_can_send_and_refuses_th
         uses_builtin_curriculum, require_capability, scenario_seed) -> None:
     """`apply_sync_state()` as its docstring states it, over every stage and change count near
     the stages: a state `sync_state()` could have returned (a stage reached from stage 0 by
-    that many one-stage steps: at least as many changes as the stage, of its parity) is adopted;
+    that many one-stage steps: at least as many changes as the stage, of its parity), its counts
+    ints or numpy integers, is adopted;
     any other is refused and changes nothing. A worker that adopts an unreachable state hands
     out task ids the main curriculum gave other tasks."""
     require_capability(uses_builtin_curriculum, "restates the built-in's apply_sync_state() docstring")
@@ -926,14 +927,17 @@ def test_a_worker_copy_adopts_every_stage_state_the_main_can_send_and_refuses_th
 
     stages = len(LIMITS.stage_episode_lengths)
     worker = pickle.loads(pickle.dumps(Curriculum(staged_config(scenario_seed))))
-    states: list[Any] = [{"stage": stage, "stage_changes": changes}
+    # (and each as numpy integers, counts read back from an array or a shared buffer)
+    states: list[Any] = [{"stage": kind(stage), "stage_changes": kind(changes)} for kind in (int, np.int64, np.int32)
                          for stage in range(-1, stages + 1) for changes in range(-1, stages + 5)]
     states += [{"stage": 1.0, "stage_changes": 1}, {"stage": True, "stage_changes": 1}, {"stage": 1},
-               {"stage": 0, "stage_changes": 2, "extra": 0}]
+               {"stage": 0, "stage_changes": 2, "extra": 0}, {"stage": np.bool_(True), "stage_changes": 1},
+               {"stage": np.float64(1.0), "stage_changes": 1}]
     wrong = []
     for sync in states:
         stage, changes = sync.get("stage"), sync.get("stage_changes")
-        reachable = (set(sync) == {"stage", "stage_changes"} and all(type(v) is int for v in sync.values())
+        reachable = (set(sync) == {"stage", "stage_changes"}
+                     and all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in sync.values())
                      and 0 <= stage < stages and changes >= stage and (changes - stage) % 2 == 0)
         before = (worker.sync_state(), [task.task_id for task in worker.active_tasks()])
         try:
