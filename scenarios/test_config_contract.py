@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import gc
+import importlib
 import inspect
 import json
 import math
@@ -951,7 +952,41 @@ def _defaults() -> dict[str, Any]:
     keywords = {getattr(entry, "__qualname__", str(entry)): {
         parameter.name: repr(parameter.default) for parameter in inspect.signature(entry).parameters.values()
         if parameter.default is not parameter.empty} for entry, _ in ENTRY_POINTS}
-    return {"configs": described, "refresh_interval by num_active_tasks": derived, "entry points": keywords}
+    return {"configs": described, "refresh_interval by num_active_tasks": derived, "entry points": keywords,
+            "every public signature": _public_defaults()}
+
+
+#: The library's modules whose public classes and functions a user calls (the Ray ones have their
+#: own suite, and need Ray to import).
+PUBLIC_MODULES = ("curriculum.curriculum", "curriculum.env", "curriculum.gym_env", "curriculum.vector",
+                  "curriculum.memory", "curriculum.tracker", "curriculum.stats", "curriculum.metrics",
+                  "curriculum.generators", "curriculum.config", "curriculum.task", "curriculum.errors",
+                  "curriculum.algorithms.base", "curriculum.algorithms.learning_progress",
+                  "curriculum.algorithms.staged", "curriculum.algorithms.uniform")
+
+
+def _public_defaults() -> dict[str, dict[str, str]]:
+    """The keyword defaults of every public class, method and function the library's modules
+    define (a hand-built vector's stats interval as well as the factory's), by qualified name."""
+    def defaults(function: Any) -> dict[str, str]:
+        try:
+            parameters = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):  # (a builtin without a signature)
+            return {}
+        return {p.name: repr(p.default) for p in parameters if p.default is not p.empty}
+
+    found: dict[str, dict[str, str]] = {}
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name, obj in vars(module).items():
+            if name.startswith("_") or getattr(obj, "__module__", None) != module_name or not callable(obj):
+                continue
+            found[f"{module_name}.{name}"] = defaults(obj)
+            for method_name, method in vars(obj).items() if inspect.isclass(obj) else ():
+                method = method.__func__ if isinstance(method, (classmethod, staticmethod)) else method
+                if not method_name.startswith("_") and inspect.isfunction(method):
+                    found[f"{module_name}.{name}.{method_name}"] = defaults(method)
+    return {name: values for name, values in found.items() if values}
 
 
 def test_every_default_is_the_golden_one(golden) -> None:

@@ -137,8 +137,10 @@ def _check_workers_agree(curriculum_factory, require_capability, scenario_seed: 
             episodes_run = 0
             ahead, stale_starts, stale_ends = [], [], 0
             running_stage = [LENGTH_TO_STAGE[int(o[0])] for o in obs.reshape(LIMITS.num_envs, -1)]
+            # (actions as a trainer may hand them over: an array, else any array-like of the action space)
+            forms = (actions, actions.tolist(), tuple(actions.tolist()), actions.astype(np.int64))
             for step in range(1, LIMITS.agree_vec_steps + 1):
-                obs, rewards, terminals, truncations, infos = vecenv.step(actions)
+                obs, rewards, terminals, truncations, infos = vecenv.step(forms[step % len(forms)])
                 watcher.observe(infos)
                 stage_now = curriculum.stage
                 stage_history.append(stage_now)
