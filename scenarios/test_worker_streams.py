@@ -186,7 +186,8 @@ def _draws_of_unseeded_handles(attach, name: str, config: CurriculumConfig) -> l
 def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_capability, scenario_seed) -> None:
     """Uniform sampling (draws depend on the stream alone): for each seed, a used curriculum
     reseeded (and reseeded with it again), a gymnasium env reset with the seed (then with none:
-    a plain `reset()` reseeds nothing), and (shared memory) a handle attached
+    a plain `reset()` reseeds nothing), over a local and (shared memory) a shared curriculum,
+    and a handle attached
     with the seed draw the tasks a fresh curriculum reseeded with it draws; handles attached
     without one, each in its own process, draw streams of their own."""
     config = stream_config(scenario_seed, UniformConfig())
@@ -237,7 +238,12 @@ def test_a_seed_gives_one_stream_however_it_is_set(curriculum_factory, require_c
                 assert len(set(unseeded)) == len(unseeded), (
                     f"handles attached without a seed in {len(unseeded)} processes drew the same tasks: "
                     f"{[draws[:8] for draws in unseeded]}, seed {scenario_seed}")
+            # (a shared curriculum's reseed reseeds this process's draws: a seeded reset seeds them too)
+            got = _gym_stream(GymCurriculumEnv(GymExactAccountingEnv(), shared, seed=0), seed, LIMITS.stream_draws)
             getattr(shared, "close", lambda: None)()
+            assert got == reference, (
+                f"GymCurriculumEnv.reset(seed={seed}) over a shared curriculum started {got[:8]}..., over a local one "
+                f"{reference[:8]}..., seed {scenario_seed}")
 
 
 def test_seeds_that_differ_above_32_bits_give_streams_of_their_own(curriculum_factory, require_capability,
