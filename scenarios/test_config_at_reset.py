@@ -22,6 +22,7 @@ import inspect
 import math
 import random
 import sys
+from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Integral, Real
@@ -547,12 +548,15 @@ def test_the_wrappers_entries_are_its_own_whatever_the_env_wrote_under_their_nam
 
 
 class _ResetReportingEnv(ExactAccountingEnv):
-    """`ExactAccountingEnv` (`infos` its step infos' shape) whose every `reset()` reports the
-    number of its starts under a key of its own, in one dict or in a list holding one."""
+    """`ExactAccountingEnv` (`infos` its step infos' shape, or "empty": an empty list at every
+    step, an episode's end included, as pufferlib's own envs return) whose every `reset()`
+    reports the number of its starts under a key of its own, in one dict or in a list holding
+    one. With list step infos, the dicts of an episode's end carry that key too (-1: the step's
+    own value), as an env reporting the same field at each start and end does."""
 
-    def __init__(self, *, reset_infos: str, **settings: Any) -> None:
-        super().__init__(**settings)
-        self.starts, self._reset_shape = 0, reset_infos
+    def __init__(self, *, reset_infos: str, infos: str, **settings: Any) -> None:
+        super().__init__(infos="list" if infos == "empty" else infos, **settings)
+        self.starts, self._reset_shape, self._step_shape = 0, reset_infos, infos
 
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
         obs, _ = super().reset(seed)
@@ -560,29 +564,51 @@ class _ResetReportingEnv(ExactAccountingEnv):
         info = {"started": self.starts}
         return obs, info if self._reset_shape == "dict" else [info]
 
+    def step(self, actions: Any) -> tuple[Any, ...]:
+        *result, infos = super().step(actions)
+        if self._step_shape == "empty":
+            infos = []
+        elif self._step_shape == "list":
+            infos = [{**info, "started": -1} if isinstance(info, dict) else info for info in infos]
+        return (*result, infos)
+
 
 def _reported_starts(infos: Any) -> list[int]:
-    return [info["started"] for info in ([infos] if isinstance(infos, dict) else infos or ())
-            if isinstance(info, dict) and "started" in info]
+    return [info["started"] for info in ([infos] if isinstance(infos, Mapping) else infos or ())
+            if isinstance(info, Mapping) and info.get("started", -1) != -1]
 
 
 @pytest.mark.parametrize("reset_infos", ["dict", "list"])
-@pytest.mark.parametrize("step_infos", ["dict", "list"])
+@pytest.mark.parametrize("step_infos", ["dict", "list", "empty"])
 def test_what_an_env_reports_at_each_reset_reaches_the_trainer(curriculum_factory, curriculum_env_class,
                                                                  scenario_seed, step_infos, reset_infos) -> None:
-    """Whatever the shapes of an env's step and reset infos (a dict, or a list of dicts), what
-    it reports when it starts an episode (its reset's infos: a map's seed, a generation's
-    numbers) reaches the trainer once per start: with the first `reset()`, and with the step
-    whose episode end the wrapper's auto-reset followed."""
+    """Whatever the shapes of an env's step and reset infos (a dict, a list of dicts, a list
+    that is always empty), what it reports when it starts an episode (its reset's infos: a
+    map's seed, a generation's numbers) reaches the trainer once per start: with the first
+    `reset()`, and with the step whose episode end the wrapper's auto-reset followed, in a
+    list as its own entry (never merged into the ended step's dict, whose value of the same key
+    would hide it). Every step's infos keep the env's shape: a list stays a list, with the
+    curriculum's entries at each episode end."""
     curriculum = curriculum_factory(CurriculumConfig(
         task_generator=BucketedTaskGenerator({"reward_per_step": 0.25}, {"episode_length": [1, 2, 3]}),
         algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
     inner = _ResetReportingEnv(reset_infos=reset_infos, infos=step_infos)
     env = curriculum_env_class(inner, curriculum, seed=scenario_seed)
+    shape = Mapping if step_infos == "dict" else list
     try:
         seen = _reported_starts(env.reset(seed=scenario_seed)[1])
-        for _ in range(LIMITS.echo_steps):
-            seen += _reported_starts(env.step(np.zeros(1, dtype=np.int32))[4])
+        for step in range(LIMITS.echo_steps):
+            _, _, terminals, truncations, infos = env.step(np.zeros(1, dtype=np.int32))
+            assert isinstance(infos, shape), (
+                f"step infos a {step_infos}, reset infos a {reset_infos}: step {step} handed the trainer infos of type "
+                f"{type(infos).__name__}, the env returned a {shape.__name__}, seed {scenario_seed}")
+            ended = bool(np.any(terminals) or np.any(truncations))
+            entries = [info for info in ([infos] if isinstance(infos, Mapping) else infos)
+                       if isinstance(info, Mapping) and "curriculum_stats/episodes" in info]
+            assert len(entries) == ended, (
+                f"step infos a {step_infos}, reset infos a {reset_infos}: step {step} (episode end: {ended}) handed "
+                f"{len(entries)} infos with the curriculum's entries, seed {scenario_seed}")
+            seen += _reported_starts(infos)
         assert seen == list(range(1, inner.starts + 1)), (
             f"step infos a {step_infos}, reset infos a {reset_infos}: the env started {inner.starts} episodes, the "
             f"trainer read the starts {seen[:12]} from its infos, seed {scenario_seed}")

@@ -82,6 +82,7 @@ from curriculum.vector import MAX_NUM_ENVS, CentralizedCurriculumVecEnv, StageBr
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import EPISODE_RECORD_KEY
 from harness.oracle import AccountingOracle
+from harness.protocol import ProtocolView
 
 NAN, INF = math.nan, math.inf
 # wrong kinds, truthy and falsy: a check that asks whether a value was given by its truth
@@ -507,6 +508,21 @@ def _wrapping(wrapper: type, make_env: Callable[[], Any], curriculum: Any) -> An
     return curriculum
 
 
+def _following(wrapper: type, make_env: Callable[[], Any], curriculum: Any) -> Any:
+    """`wrapper(make_env(), curriculum)` following a stage broadcast (`local_tracking=False`),
+    closed again."""
+    wrapper(make_env(), curriculum, local_tracking=False, stage_source=_staged_broadcast()).close()
+    return curriculum
+
+
+class _NoStageSync(ProtocolView):
+    """A curriculum seen through `CurriculumProtocol` alone (a proxy, a client): it cannot adopt a
+    broadcast stage."""
+
+    def close(self) -> None:
+        self._inner.close()
+
+
 def _wrapping_env(wrapper: type, env: Any) -> Any:
     """`wrapper(env, curriculum)` for the `env` argument: a zero-argument callable builds it."""
     return _wrapped(wrapper, env if callable(env) else (lambda: env))
@@ -630,6 +646,12 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
      lambda v: _wrapping(GymCurriculumEnv, GymExactAccountingEnv, v),
      (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),),
      (object(), None, _curriculum()), CurriculumConfigError),
+    *[(f"curriculum one with apply_sync_state() to follow a stage_source, {wrapper.__name__}",
+       lambda v, wrapper=wrapper, env=env: _following(wrapper, env, v),
+       (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
+       (_Live("a CurriculumProtocol without apply_sync_state()",
+              lambda: _NoStageSync(Curriculum(_curriculum(algorithm=UniformConfig())))),), CurriculumConfigError)
+      for wrapper, env in ((CurriculumEnv, ExactAccountingEnv), (GymCurriculumEnv, GymExactAccountingEnv))],
     ("curriculum a CurriculumProtocol, vector", _vector_of,
      (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
      (object(), None, _curriculum(algorithm=UniformConfig())), CurriculumConfigError),
