@@ -716,7 +716,9 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
      (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b"), CurriculumConfigError),
     ("name None or a file name, SharedMemoryBackend",
      lambda v: SharedMemoryBackend({"level": ("int64", 2)}, name=v, slot_arrays=("level",)).close(),
-     (None, f"curriculum_named_{os.getpid()}"),
+     # (a file name's limit, 255 bytes, reached: in one-byte characters and with a two-byte one)
+     (None, f"curriculum_named_{os.getpid()}", f"curriculum_named_{os.getpid()}_".ljust(255, "x"),
+      f"curriculum_named_{os.getpid()}_\u00e9".ljust(254, "x")),
      (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b"), CurriculumConfigError),
     ("raw_stats a mapping of stat keys to lists of numbers, process_training_stats",
      lambda v: process_training_stats(v, agent_step=0, epoch=0),
