@@ -245,9 +245,15 @@ def _segment_path(name: str) -> str:
 
 
 def _check_name(name: Any) -> str:
-    if not (isinstance(name, str) and name and "/" not in name and "\0" not in name and name not in (".", "..")
-            and len(name.encode()) <= 255):
-        raise CurriculumConfigError(f"Expected a shared tracker name to be a file name without '/', received {name!r}")
+    """A block name is a file name of /dev/shm (at most 255 bytes, not "." or "..") that
+    multiprocessing's resource tracker can carry (printable ASCII, no ':' or whitespace: its
+    messages are ASCII lines of ':'-separated fields, and a name it cannot carry is never unlinked
+    for a creator that dies)."""
+    if not (isinstance(name, str) and name and name.isascii() and name.isprintable() and len(name) <= 255
+            and not any(c in name for c in "/: ") and name not in (".", "..")):
+        raise CurriculumConfigError(
+            "Expected a shared tracker name to be a file name of at most 255 printable ASCII characters without "
+            f"'/', ':' or spaces, received {name!r}")
     return name
 
 

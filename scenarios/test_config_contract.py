@@ -563,6 +563,11 @@ def _attached_to(*, name: Any = None, config: Any = None) -> Curriculum:
     return creator
 
 
+#: File names multiprocessing's resource tracker cannot carry (its messages are ASCII lines of
+#: ':'-separated fields): a block created under one would never be unlinked for a dead creator.
+_NAMES_NO_TRACKER_CARRIES = ("curriculum_\u00e9t\u00e9", "run:1", "run\n1", "run 1", " run", "run\t")
+
+
 class _Live:
     """A value built when the row runs (a curriculum is a resource the row must close)."""
 
@@ -713,13 +718,14 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
     ("name a shared tracker's file name, Curriculum.attach", lambda v: _attached_to(name=v), (None,),
      # (a file name's limit is 255 bytes: 128 two-byte characters are past it; "." and ".." name
      # directories, /dev/shm and its parent)
-     (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b"), CurriculumConfigError),
+     (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b", *_NAMES_NO_TRACKER_CARRIES),
+     CurriculumConfigError),
     ("name None or a file name, SharedMemoryBackend",
      lambda v: SharedMemoryBackend({"level": ("int64", 2)}, name=v, slot_arrays=("level",)).close(),
-     # (a file name's limit, 255 bytes, reached: in one-byte characters and with a two-byte one)
-     (None, f"curriculum_named_{os.getpid()}", f"curriculum_named_{os.getpid()}_".ljust(255, "x"),
-      f"curriculum_named_{os.getpid()}_\u00e9".ljust(254, "x")),
-     (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b"), CurriculumConfigError),
+     # (a file name's limit, 255 bytes, reached)
+     (None, f"curriculum_named_{os.getpid()}", f"curriculum_named_{os.getpid()}_".ljust(255, "x")),
+     (5, "a/b", b"name", "x" * 256, "\u00e9" * 128, "", ".", "..", "a\0b", *_NAMES_NO_TRACKER_CARRIES),
+     CurriculumConfigError),
     ("raw_stats a mapping of stat keys to lists of numbers, process_training_stats",
      lambda v: process_training_stats(v, agent_step=0, epoch=0),
      ({}, {"score": [0.5, np.float32(1)]}, {"episodes": np.ones(3)}),

@@ -140,10 +140,12 @@ def test_the_lock_is_the_block_itself_and_close_unlinks_it() -> None:
     backend.close()  # idempotent
 
 
-@pytest.mark.parametrize("name", ["a/b", "", ".", "..", 5, None, "x" * 256],
-                         ids=["slash", "empty", "dot", "dotdot", "int", "none", "too_long"])
+@pytest.mark.parametrize("name", ["a/b", "", ".", "..", 5, None, "x" * 256, "\u00e9t\u00e9", "run:1", "run 1", "run\n1"],
+                         ids=["slash", "empty", "dot", "dotdot", "int", "none", "too_long", "not_ascii", "colon",
+                              "space", "newline"])
 def test_a_block_name_must_be_a_plain_file_name(name) -> None:
-    message = f"Expected a shared tracker name to be a file name without '/', received {name!r}"
+    message = ("Expected a shared tracker name to be a file name of at most 255 printable ASCII characters without "
+               f"'/', ':' or spaces, received {name!r}")
     with pytest.raises(CurriculumConfigError, match=exact(message)):
         SharedMemoryBackend.attach(name)
     if name is not None:
