@@ -277,10 +277,12 @@ def reference_readouts(state: LPState, config: LearningProgressConfig) -> dict[s
 
 def reference_pool_counts(state: LPState, config: LearningProgressConfig) -> dict[str, int]:
     """The pool's tasks by what the documented rules make of them, as `stats()` reports them:
-    still in warm-up (cold), learned, on the frontier, revisited."""
+    still in warm-up (cold), learned, on the frontier, revisited; and the state's counters of
+    memory hits, admissions skipped and mastery events."""
     warm, _, learned, _, frontier, _, revisited = _pool_masks(state, _Rules(config))
     return {"lp_cold_tasks": warm.count(False), "lp_learned_tasks": sum(learned),
-            "lp_frontier_tasks": sum(frontier), "lp_revisited_tasks": sum(revisited)}
+            "lp_frontier_tasks": sum(frontier), "lp_revisited_tasks": sum(revisited),
+            **{f"lp_{name}": state.counters[name] for name in ("memory_hits", "admissions_skipped", "mastery_events")}}
 
 
 def reference_probabilities(state: LPState, config: LearningProgressConfig,

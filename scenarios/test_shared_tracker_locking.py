@@ -1355,9 +1355,11 @@ def test_every_block_a_creator_accepts_attaches_as_it_was_created(scenario_seed)
 #: (the block's word views and its attach read those two names), not their aliases or other 8-byte types
 NOT_LAYOUT_DTYPES = ("i8", "<f8", "f8", "uint64", "complex64", "int32", "float32", "int", "float", "bool", "", None)
 
-#: Lengths of a layout entry other than a plain positive int: numpy integers (a pool size
-#: computed with numpy), bools, zero, negatives, floats, strings, None, a shape.
-ODD_LAYOUT_LENGTHS = (np.int64(3), np.int32(2), np.uint64(2), True, False, 0, -1, 2.0, "2", None, (2,))
+#: Lengths of a layout entry outside its domain (an int >= 1): bools, zero, negatives, floats,
+#: strings, None, a shape.
+NOT_LAYOUT_LENGTHS = (True, False, 0, -1, 2.0, "2", None, (2,))
+#: Numpy integers (a pool size computed with numpy): taken or refused, alike.
+NUMPY_LAYOUT_LENGTHS = (np.int64(3), np.int32(2), np.uint64(2))
 
 
 def _layout_taken(shared: bool, entry: tuple[Any, Any]) -> str:
@@ -1421,16 +1423,16 @@ def test_only_the_creating_process_owns_a_block() -> None:
 def test_a_layout_entry_is_taken_or_refused_alike_by_the_local_and_the_shared_backend() -> None:
     """A layout entry's dtype is "int64" or "float64"; any other spelling, an alias of the two
     included, is refused as `CurriculumConfigError` naming the entry, by the local backend and
-    by the shared one alike (whose word views read the two names only). A length other than a
-    plain positive int (a numpy integer, a bool, zero, a float, ...) is taken by both, as an
+    by the shared one alike (whose word views read the two names only); so is a length that is
+    not an int >= 1 (a bool, zero, a float, ...). A numpy integer length is taken by both, as an
     array of that length and a block that attaches as created, or refused by both by name:
     never taken by one and refused, or raised on, by the other (a numpy length its JSON header
     cannot hold)."""
     wrong = []
-    entries = [(dtype, 2) for dtype in NOT_LAYOUT_DTYPES] + [("int64", length) for length in ODD_LAYOUT_LENGTHS]
-    for entry in entries:
+    entries = [(dtype, 2) for dtype in NOT_LAYOUT_DTYPES] + [("int64", length) for length in NOT_LAYOUT_LENGTHS]
+    for entry in entries + [("int64", length) for length in NUMPY_LAYOUT_LENGTHS]:
         local, shared = _layout_taken(False, entry), _layout_taken(True, entry)
-        allowed = ("refused by name",) if entry[0] in NOT_LAYOUT_DTYPES else ("refused by name", "accepted")
+        allowed = ("refused by name",) if entry in entries else ("refused by name", "accepted")
         if local != shared or local not in allowed:
             wrong.append(f"{entry!r}: local {local}, shared {shared}")
     assert not wrong, f"layout entries taken otherwise than by name alike (expected one of refused/accepted): {wrong}"
