@@ -385,6 +385,17 @@ class CurriculumMachine(RuleBasedStateMachine):
         self._observe_pool()
 
     # ---- invariants --------------------------------------------------------------------------
+    @invariant()
+    def the_stage_reads_are_plain_ints(self) -> None:
+        """`stage` and `sync_state()` (what a main process broadcasts, as JSON or through a
+        pipe) hold plain ints, never numpy scalars a JSON writer refuses."""
+        if self.curriculum is None or not self.follows_broadcasts():
+            return
+        stage, sync = self.curriculum.stage, self.curriculum.sync_state()
+        assert type(stage) is int and all(type(value) is int for value in sync.values()), (
+            f"stage {stage!r} and sync_state() {sync!r}: expected plain ints")
+        assert json.loads(json.dumps(sync)) == sync, f"sync_state() {sync!r} does not survive JSON"
+
     def _observe_pool(self) -> None:
         active = self.pool = self.active_ids()
         if active is None:

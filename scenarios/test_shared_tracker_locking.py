@@ -3015,7 +3015,9 @@ def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_cur
     them and leaves them in place; the real cleanup then lists and removes them. Beside it, empty lock files
     `<name>.lock` as earlier versions left them: one whose block is gone is listed and removed
     likewise, one beside a block that is still there (not a tracker of ours) stays, as does
-    that block."""
+    that block, and as does the dead creator's tracker copied under a name the user chose (the
+    cleanup removes only blocks named with `SEGMENT_PREFIX`: a named tracker may be waiting for
+    its supervisor to attach it again)."""
     require_capability(uses_builtin_curriculum, "checks the library's cleanup of the built-in shared tracker")
     copy, creator = _orphan_copied_into(tmp_path, scenario_seed)
     name = copy.name
@@ -3026,7 +3028,9 @@ def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_cur
     block.write_bytes(b"not a tracker")
     beside.touch()
     stale.touch()
-    kept = [block, beside]
+    named = tmp_path / f"trainer_{name.removeprefix(SEGMENT_PREFIX)}"
+    named.write_bytes(copy.read_bytes())
+    kept = [block, beside, named]
     orphans = sorted([str(copy), str(reused), str(stale)])
     listed = remove_orphaned_segments(dry_run=True)
     assert listed == orphans and all(Path(p).exists() for p in orphans), (
@@ -3038,5 +3042,5 @@ def test_a_dry_run_of_the_cleanup_lists_an_orphan_and_leaves_it(uses_builtin_cur
         f"after the dry run the cleanup removed {removed}, and left {[Path(p).name for p in orphans if Path(p).exists()]} "
         f"of the dead creators' trackers and the stale lock file {orphans}, seed {scenario_seed}")
     lost = [p.name for p in kept if not p.exists()]
-    assert not lost, (f"the cleanup removed {lost}: a block that still exists, or the lock file beside it, "
-                      f"seed {scenario_seed}")
+    assert not lost, (f"the cleanup removed {lost}: a block that still exists, the lock file beside it, or a "
+                      f"tracker named without the prefix {SEGMENT_PREFIX!r}, seed {scenario_seed}")
