@@ -1420,6 +1420,71 @@ def test_only_the_creating_process_owns_a_block() -> None:
         creator.close()
 
 
+def _hold_the_lock_until_told(backend: Any, sender: Any) -> None:
+    """(In a forked child) take `backend`'s lock, say so, and release it when told."""
+    with backend.lock:
+        sender.send("held")
+        sender.recv()
+
+
+def test_the_shared_backends_accessors_say_what_their_docs_say() -> None:
+    """The shared backend's word accessors and identity, as documented: `global_words(name)` is
+    global array `name` as int64 or float64 words (reads equal the array's values, a store
+    lands in it), `row_words()` and `column_of()` address slot `s`, column `c` at word
+    `s * row_length + c`; `meta` is the JSON dict of the header, the creator's a dict of its own
+    that a caller changing the dict it gave leaves as an attacher reads it; `lock.in_transaction`
+    is whether this process holds the lock: not while another process does."""
+    layout = {"slot_i": ("int64", 3), "slot_f": ("float64", 3), "glob_i": ("int64", 2), "glob_f": ("float64", 4)}
+    given = {"run": "exp-1", "sizes": [1, 2]}
+    backend = memory.SharedMemoryBackend(layout, slot_arrays=("slot_i", "slot_f"), meta=given)
+    attached = memory.SharedMemoryBackend.attach(backend.name)
+    wrong = []
+    try:
+        values = {"slot_i": [3, -4, 5], "slot_f": [0.5, -1.25, 3.0], "glob_i": [7, 2**40], "glob_f": [0.5, 0.25, -1.5, 1e300]}
+        with backend.lock:
+            for name, array in values.items():
+                backend[name][:] = array
+        for name in ("glob_i", "glob_f"):
+            words = backend.global_words(name)
+            if list(words) != values[name]:
+                wrong.append(f"global_words({name!r}) reads {list(words)}, the array holds {values[name]}")
+            with backend.lock:
+                words[1] = type(values[name][1])(9)
+            if attached[name].tolist()[1] != 9:
+                wrong.append(f"a store of 9 through global_words({name!r})[1] left the array at {attached[name].tolist()}")
+        rows_q, rows_d, width = backend.row_words()
+        for name, words in (("slot_i", rows_q), ("slot_f", rows_d)):
+            column = backend.column_of(name)
+            read = [words[slot * width + column] for slot in range(3)]
+            if read != values[name]:
+                wrong.append(f"row words of {name!r} (column {column}, {width} words a row) read {read}, the array "
+                             f"holds {values[name]}")
+        given["run"], given["note"] = "exp-2", "changed by the caller"
+        if not (type(backend.meta) is dict and backend.meta == attached.meta == {"run": "exp-1", "sizes": [1, 2]}):
+            wrong.append(f"meta is {backend.meta!r} ({type(backend.meta).__name__}) in the creator, "
+                         f"{attached.meta!r} in an attacher, after the caller changed the dict it gave")
+        here, there = mp.get_context("fork").Pipe()
+        holder = mp.get_context("fork").Process(target=_hold_the_lock_until_told, args=(attached, there))
+        holder.start()
+        try:
+            held = here.poll(30) and here.recv() == "held"
+            seen = (backend.lock.in_transaction, attached.lock.in_transaction)
+            if not held or seen != (False, False):
+                wrong.append(f"while another process held the lock (held: {held}), in_transaction read {seen} here")
+        finally:
+            here.send("release")
+            holder.join(timeout=30)
+        with backend.lock:
+            inside = backend.lock.in_transaction
+        if (inside, backend.lock.in_transaction) != (True, False):
+            wrong.append(f"in_transaction read {inside} inside this process's own section, "
+                         f"{backend.lock.in_transaction} after it")
+    finally:
+        attached.close()
+        backend.close()
+    assert not wrong, f"the shared backend's accessors: {wrong}"
+
+
 def test_a_layout_entry_is_taken_or_refused_alike_by_the_local_and_the_shared_backend() -> None:
     """A layout entry's dtype is "int64" or "float64"; any other spelling, an alias of the two
     included, is refused as `CurriculumConfigError` naming the entry, by the local backend and
