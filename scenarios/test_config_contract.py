@@ -343,8 +343,10 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("worker_timeout None or finite > 0, vector", lambda v: _serial_vector(worker_timeout=v), None,
      (None, 1e-3, 30), NOT_TIMEOUTS),
     ("score_fn None or callable, vector", lambda v: _serial_vector(score_fn=v), None, (None, max), (1, "mean")),
-    ("backend 'Serial' or 'Multiprocessing', vector", lambda v: _serial_vector(backend=v, tracking="centralized"), None,
-     ("Serial", "Multiprocessing"), ("serial", "Ray", "Native", None, 1)),
+    ("backend 'Serial' or 'Multiprocessing' (or the pufferlib class), vector",
+     lambda v: _serial_vector(backend=v, tracking="centralized"), None,
+     ("Serial", "Multiprocessing", pufferlib.vector.Serial, pufferlib.vector.Multiprocessing),
+     ("serial", "Ray", "Native", None, 1, object, pufferlib.vector.PufferEnv)),
     ("zero_copy a bool, vector", lambda v: _serial_vector(zero_copy=v), None, (True, False), (0, 1, "False", None)),
     ("overwork a bool, vector", lambda v: _serial_vector(overwork=v), None, (True, False), (0, 1, "False", None)),
     ("tracking 'shared' or 'centralized', vector", lambda v: _serial_vector(tracking=v), None,
@@ -855,6 +857,17 @@ def test_a_refused_wrapper_leaves_its_curriculum_as_it_was(what: str, wrapper: t
         f"state than the same wrapper built first: {sorted(k for k in valid if refused_then_valid[k] != valid[k])}")
 
 
+#: What the vector reads from the pufferlib vector it wraps (its documented delegation).
+_DELEGATED = ("num_envs", "num_agents", "agents_per_batch", "single_observation_space", "single_action_space",
+              "observation_space", "action_space", "driver_env", "agent_ids", "emulated")
+
+
+def _same(ours: Any, theirs: Any) -> bool:
+    if isinstance(ours, np.ndarray) or isinstance(theirs, np.ndarray):
+        return np.array_equal(np.asarray(ours), np.asarray(theirs))
+    return ours is theirs or ours == theirs
+
+
 #: What a curriculum's checkpoint says of its sampling: its random stream and the draws it made.
 _SAMPLING_STATE = ("rng", "draws", "draw_pos", "samples")
 
@@ -872,6 +885,10 @@ def test_a_centralized_vector_only_records_into_the_trainers_curriculum(backend:
     trainer = watcher.watch(Curriculum(config))
     vecenv = make_curriculum_vecenv(_exact_env, trainer, backend=backend, tracking="centralized", num_envs=4, seed=3)
     try:
+        inner = vecenv.vecenv  # (what the vector wraps answers for the whole vector: so must the vector)
+        differ = [name for name in _DELEGATED if not _same(getattr(vecenv, name), getattr(inner, name))]
+        assert not differ, (f"a centralized {backend} vector reads {differ} otherwise than the pufferlib vector it wraps: "
+                            f"{[(getattr(vecenv, name), getattr(inner, name)) for name in differ][:2]}")
         vecenv.reset(seed=3)
         for _ in range(20):
             vecenv.step(np.zeros(vecenv.num_agents, dtype=np.int32))
