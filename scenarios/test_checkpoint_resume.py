@@ -938,7 +938,8 @@ def _with_a_remembered_configuration(state: dict[str, Any]) -> dict[str, Any]:
 def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
     """`(where, state)` for a built-in checkpoint changed in its shape, one change at a time:
     not a dict, another format, a key missing or added, an array missing or added, an array
-    one entry short or long, an entry nested in a list."""
+    one entry short or long, an entry nested in a list, a word of a nested dict another (the
+    random state of another generator: PCG64DXSM, ...)."""
     altered: list[tuple[str, Any]] = [("the checkpoint as a list of its items", list(state.items()))]
     changed = plain_copy(state)
     changed["format"] = f"{state['format']}-older"
@@ -971,6 +972,12 @@ def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
                 del inner[key]
             altered.append((f"{'/'.join(path)}: " + ("an unknown key" if key is None else f"key {key!r} missing"),
                             changed))
+        for key, value in holder.items():  # a word of the checkpoint (the random state's generator) another
+            if isinstance(value, str):
+                for other in sorted({f"{value}DXSM", value.lower(), value.upper(), ""} - {value}):
+                    changed = plain_copy(state)
+                    _at(changed, path)[key] = other
+                    altered.append((f"{'/'.join(path)}/{key}={other!r} (saved {value!r})", changed))
     return altered
 
 
