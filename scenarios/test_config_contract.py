@@ -517,6 +517,23 @@ def _following(wrapper: type, make_env: Callable[[], Any], curriculum: Any) -> A
     return curriculum
 
 
+class _NoStats:
+    """A curriculum that draws and records but reports nothing (no `stats()`, which a wrapper
+    reads at its first completion)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def get_task(self) -> Any:
+        return self._inner.get_task()
+
+    def update_task_performance(self, task_id: int, score: float) -> Any:
+        return self._inner.update_task_performance(task_id, score)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
 class _NoStageSync(ProtocolView):
     """A curriculum seen through `CurriculumProtocol` alone (a proxy, a client): it cannot adopt a
     broadcast stage."""
@@ -648,11 +665,11 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
     ("curriculum a CurriculumProtocol, CurriculumEnv",
      lambda v: _wrapping(CurriculumEnv, ExactAccountingEnv, v),
      (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),),
-     (object(), None, _curriculum(), "curriculum"), CurriculumConfigError),
+     (object(), None, _curriculum(), "curriculum", _Live("a curriculum without stats()", lambda: _NoStats(Curriculum(_curriculum())))), CurriculumConfigError),
     ("curriculum a CurriculumProtocol, GymCurriculumEnv",
      lambda v: _wrapping(GymCurriculumEnv, GymExactAccountingEnv, v),
      (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),),
-     (object(), None, _curriculum()), CurriculumConfigError),
+     (object(), None, _curriculum(), _Live("a curriculum without stats()", lambda: _NoStats(Curriculum(_curriculum())))), CurriculumConfigError),
     *[(f"curriculum one with apply_sync_state() to follow a stage_source, {wrapper.__name__}",
        lambda v, wrapper=wrapper, env=env: _following(wrapper, env, v),
        (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
@@ -857,15 +874,11 @@ def test_a_refused_wrapper_leaves_its_curriculum_as_it_was(what: str, wrapper: t
         f"state than the same wrapper built first: {sorted(k for k in valid if refused_then_valid[k] != valid[k])}")
 
 
-#: What the vector reads from the pufferlib vector it wraps (its documented delegation).
+#: What the vector reads from the pufferlib vector it wraps (its documented delegation): the
+#: wrapped vector's own objects (`_same`).
 _DELEGATED = ("num_envs", "num_agents", "agents_per_batch", "single_observation_space", "single_action_space",
               "observation_space", "action_space", "driver_env", "agent_ids", "emulated")
 
-
-def _same(ours: Any, theirs: Any) -> bool:
-    if isinstance(ours, np.ndarray) or isinstance(theirs, np.ndarray):
-        return np.array_equal(np.asarray(ours), np.asarray(theirs))
-    return ours is theirs or ours == theirs
 
 
 #: What a curriculum's checkpoint says of its sampling: its random stream and the draws it made.
