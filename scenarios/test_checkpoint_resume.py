@@ -938,7 +938,8 @@ def _with_a_remembered_configuration(state: dict[str, Any]) -> dict[str, Any]:
 def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
     """`(where, state)` for a built-in checkpoint changed in its shape, one change at a time:
     not a dict, another format, a key missing or added, an array missing or added, an array
-    one entry short or long, an entry nested in a list, a word of a nested dict another (the
+    (or a list of one entry per slot beside them, such as the sample counts) one entry short or
+    long, an entry nested in a list, a word of a nested dict another (the
     random state of another generator: PCG64DXSM, ...)."""
     altered: list[tuple[str, Any]] = [("the checkpoint as a list of its items", list(state.items()))]
     changed = plain_copy(state)
@@ -961,6 +962,12 @@ def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
     changed = plain_copy(state)
     changed["arrays"]["extra"] = [0]
     altered.append(("an unknown array", changed))
+    pool = len(arrays["task_ids"])
+    for key, values in state.items():  # a list of one entry per slot beside the arrays (sample counts, ...)
+        if isinstance(values, list) and len(values) == pool and key != "draws":
+            for where, changed_values in ((f"{key!r} one entry short", values[:-1]),
+                                          (f"{key!r} one entry long", values + values[-1:])):
+                altered.append((where, {**plain_copy(state), key: changed_values}))
     for path in _nested_dicts(state):  # (the random state's, ...): each key missing, an unknown one added
         holder = _at(state, path)
         for key in [*holder, None]:
