@@ -517,18 +517,11 @@ def _following(wrapper: type, make_env: Callable[[], Any], curriculum: Any) -> A
     return curriculum
 
 
-class _NoStats:
-    """A curriculum that draws and records but reports nothing (no `stats()`, which a wrapper
-    reads at its first completion)."""
+class _NoStats(ProtocolView):
+    """A curriculum that draws and records but reports nothing (no callable `stats()`, which a
+    wrapper reads at its first completion)."""
 
-    def __init__(self, inner: Any) -> None:
-        self._inner = inner
-
-    def get_task(self) -> Any:
-        return self._inner.get_task()
-
-    def update_task_performance(self, task_id: int, score: float) -> Any:
-        return self._inner.update_task_performance(task_id, score)
+    stats = None  # type: ignore[assignment]
 
     def close(self) -> None:
         self._inner.close()
