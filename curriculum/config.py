@@ -26,6 +26,7 @@ __all__ = [
     "MAX_REFRESH_INTERVAL",
     "MAX_COUNT",
     "MAX_SCORE_MAGNITUDE",
+    "MAX_Z",
 ]
 
 MAX_ACTIVE_TASKS: Final = 10_000_000
@@ -39,6 +40,9 @@ accepts from a checkpoint or a stage broadcast: below it, counts and sums of sco
 in float64 and every int64 increment is far from overflowing."""
 MAX_SCORE_MAGNITUDE: Final = sys.float_info.max / MAX_COUNT
 """Largest |bound| of `score_range` (about 2e292): `MAX_COUNT` scores sum to a finite number."""
+MAX_Z: Final = 1e6
+"""Largest `noise_z` and `frontier_z`: a band a million standard deviations wide already takes
+every gap for noise, and the squares the algorithm computes stay far from overflowing."""
 
 
 def _require(ok: bool, name: str, expected: str, value: Any) -> None:
@@ -122,13 +126,14 @@ class LearningProgressConfig(AlgorithmConfig):
     tasks get the cold exploration weight."""
     noise_z: float = 2.0
     """LP counts only the |fast - slow| gap beyond this many standard deviations of the gap
-    that pure noise would produce; tasks whose score only moves as noise get LP ~ 0."""
+    that pure noise would produce; tasks whose score only moves as noise get LP ~ 0. In
+    [0, `MAX_Z`]."""
     frontier_z: float = 3.0
     """A never-learned task without LP is on the frontier (partly learned, improving too slowly
     for LP to show it) when its slow EMA lies this many standard errors, and at least half of
     `mastered_gain`, above its baseline; when no task has LP, the frontier gets the rest of the
     mass before learned tasks do, for two slow-EMA timescales of practice without progress
-    (counted again from zero whenever a configuration is newly mastered)."""
+    (counted again from zero whenever a configuration is newly mastered). In [0, `MAX_Z`]."""
     max_baseline: float = 0.75
     """The baseline (warm-up mean score) is capped here so normalisation never divides by ~0;
     a task scoring at least this much counts as learned."""
@@ -158,9 +163,9 @@ class LearningProgressConfig(AlgorithmConfig):
         _require(shares < 1.0, "exploration + cold_exploration + revisit + retry", "< 1", shares)
         _require(_is_int(self.min_samples_for_lp) and self.min_samples_for_lp >= 1,
                  "min_samples_for_lp", "an integer >= 1", self.min_samples_for_lp)
-        _require(_is_real(self.noise_z) and self.noise_z >= 0, "noise_z", "a finite number >= 0", self.noise_z)
-        _require(_is_real(self.frontier_z) and self.frontier_z >= 0, "frontier_z", "a finite number >= 0",
-                 self.frontier_z)
+        for name in ("noise_z", "frontier_z"):
+            value = getattr(self, name)
+            _require(_is_real(value) and 0 <= value <= MAX_Z, name, f"a number in [0, MAX_Z={MAX_Z:g}]", value)
         _fraction("max_baseline", self.max_baseline, closed_high=False)
         _fraction("mastered_gain", self.mastered_gain, closed_low=False)
         _require(_is_int(self.config_memory) and 0 <= self.config_memory <= 10_000_000, "config_memory",

@@ -74,7 +74,7 @@ from curriculum import (
     make_curriculum_vecenv,
     process_training_stats,
 )
-from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE, AlgorithmConfig
+from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE, MAX_Z, AlgorithmConfig
 from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
 from curriculum.memory import SharedMemoryBackend
@@ -139,8 +139,10 @@ DOMAINS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
     ("retry in [0, 1), shares < 1", lambda v: _lp(retry=v), "retry", (0.0, 0.5, 0.64), (-0.01, 1.0, 0.7, 0.65)),
     ("min_samples_for_lp >= 1", lambda v: _lp(min_samples_for_lp=v), "min_samples_for_lp",
      (1, 5, 1000), (0, -1, *NOT_INTS)),
-    ("noise_z >= 0", lambda v: _lp(noise_z=v), "noise_z", (0, 0.0, 3.5), (-0.1, *NOT_NUMBERS)),
-    ("frontier_z >= 0", lambda v: _lp(frontier_z=v), "frontier_z", (0, 0.0, 5), (-0.1, *NOT_NUMBERS)),
+    ("noise_z in [0, MAX_Z]", lambda v: _lp(noise_z=v), "noise_z", (0, 0.0, 3.5, MAX_Z),
+     (-0.1, MAX_Z * 1.5, 1.7e154, *NOT_NUMBERS)),
+    ("frontier_z in [0, MAX_Z]", lambda v: _lp(frontier_z=v), "frontier_z", (0, 0.0, 5, MAX_Z),
+     (-0.1, MAX_Z * 1.5, 1.7e154, *NOT_NUMBERS)),
     ("max_baseline in [0, 1)", lambda v: _lp(max_baseline=v), "max_baseline", (0.0, 0.99), (1.0, -0.1, NAN)),
     ("mastered_gain in (0, 1]", lambda v: _lp(mastered_gain=v), "mastered_gain", (1.0, 1, 0.01),
      (0.0, 1.01, -0.1, NAN)),
