@@ -2130,8 +2130,9 @@ def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factor
                                                                scenario_seed) -> None:
     """`close()` is idempotent (documented): a second call, and a `with` block left after it,
     raise nothing. An update, a draw and the stats through the closed curriculum are refused
-    with a named curriculum error, and leave alone a curriculum created after it (which may have
-    been given the closed one's descriptor numbers): that one's next update goes through at once."""
+    with a named curriculum error, taking its tracker's lock with `CurriculumClosedError`, and
+    they leave alone a curriculum created after it (which may have been given the closed one's
+    descriptor numbers): that one's next update goes through at once."""
     closed = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
     task = closed.get_task()
     closed.close()
@@ -2154,6 +2155,13 @@ def test_a_closed_curriculum_stays_closed_and_touches_no_other(curriculum_factor
             assert isinstance(refused, CurriculumError), (
                 f"{call} through a closed curriculum raised {refused!r}; expected a named CurriculumError, seed "
                 f"{scenario_seed}")
+        lock = getattr(getattr(closed, "tracker", None), "lock", None)  # (a plug-in's tracker may have none)
+        if lock is not None:  # its descriptor number may now be the later curriculum's block
+            for call, refused in (("tracker.lock.acquire()", _call_error(lock.acquire)),
+                                  ("`with tracker.lock`", _call_error(lock.__enter__))):
+                assert isinstance(refused, CurriculumClosedError), (
+                    f"{call} on a closed curriculum's lock raised {refused!r}; expected CurriculumClosedError "
+                    f"(the lock was closed with its tracker), seed {scenario_seed}")
         started = time.monotonic()
         error = _update_error(later, later.get_task().task_id)
         assert error is None, (

@@ -636,7 +636,8 @@ def test_a_vector_dropped_without_close_stops_its_workers(uses_builtin_curriculu
                                         **LAYOUTS["sync"])
         vecenv.reset(seed=scenario_seed)
         vecenv.step(np.zeros(vecenv.action_space.shape, dtype=np.int32))
-        pids = [process.pid for process in vecenv.vecenv.processes]
+        processes = list(vecenv.vecenv.processes)
+        pids = [process.pid for process in processes]
         del vecenv
         gc.collect()
         deadline = time.monotonic() + LIMITS.deadline
@@ -648,6 +649,10 @@ def test_a_vector_dropped_without_close_stops_its_workers(uses_builtin_curriculu
         assert not left, (
             f"worker processes {left} of a vector dropped without close() still ran {LIMITS.deadline} s later "
             f"(the vector was never collected, or collecting it stopped nothing), seed {scenario_seed}")
+        killed = {process.pid: process.exitcode for process in processes if process.exitcode != -signal.SIGTERM}
+        assert not killed, (
+            f"workers of a vector dropped without close() ended with exit codes {killed}, not by SIGTERM (a worker "
+            f"that can end politely must not be killed: its env's own cleanup would not run), seed {scenario_seed}")
     finally:
         curriculum.close()
 
