@@ -509,7 +509,11 @@ class ExactAccountingEnv(_HarnessEnv):
 
     def _step_info(self) -> list[Any] | dict[str, Any]:
         """A step before the episode's last: with the "first" desync signal, the flag at the
-        step that cuts the first agents; otherwise `_no_info()`."""
+        step that cuts the first agents (with "attribute", `desync_truncation` set from that
+        step); otherwise `_no_info()`."""
+        if (self._signal_attribute and self._settings_now["end"] == ENDED_DESYNC
+                and bool((self._lengths_now == self._step).any())):
+            self.desync_truncation = True
         if (self._desync_signal == "first" and not self._cut_flagged and self._settings_now["end"] == ENDED_DESYNC
                 and bool((self._lengths_now == self._step).any())):
             self._cut_flagged = True

@@ -561,6 +561,48 @@ def _tracked_vector(curriculum: Any, tracking: str, backend: str) -> Any:
     return curriculum
 
 
+class _Lacking:
+    """`inner` seen without its `member`: a protocol object one member short, which must be
+    refused as surely as an object with none of them (a check of one member in place of all
+    takes it in)."""
+
+    def __init__(self, inner: Any, member: str) -> None:
+        self._inner, self._member = inner, member
+
+    def __getattr__(self, name: str) -> Any:
+        if name == self._member:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def __repr__(self) -> str:
+        return f"{type(self._inner).__name__} without `{self._member}`"
+
+
+def _curricula_one_member_short() -> list[_Live]:
+    """A curriculum without each member of `CurriculumProtocol` in turn."""
+    return [_Live(f"Curriculum(uniform config) without {member}()",
+                  lambda member=member: _Lacking(Curriculum(_curriculum(algorithm=UniformConfig())), member))
+            for member in ("get_task", "update_task_performance", "stats")]
+
+
+class _StageSourceShort:
+    """Builds a `StageBroadcast` without `member` (the rows build a stage source by calling it)."""
+
+    def __init__(self, member: str) -> None:
+        self.member = member
+
+    def __call__(self) -> _Lacking:
+        return _Lacking(_staged_broadcast(), self.member)
+
+    def __repr__(self) -> str:
+        return f"a StageBroadcast without `{self.member}`"
+
+
+def _stage_sources_one_member_short() -> list[_StageSourceShort]:
+    """A stage source without each member of `StageSource` in turn (`version`, `read()`)."""
+    return [_StageSourceShort("version"), _StageSourceShort("read")]
+
+
 def _staged_broadcast() -> Any:
     from curriculum.vector import StageBroadcast
 
@@ -660,11 +702,13 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
     ("curriculum a CurriculumProtocol, CurriculumEnv",
      lambda v: _wrapping(CurriculumEnv, ExactAccountingEnv, v),
      (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),),
-     (object(), None, _curriculum(), "curriculum", _Live("a curriculum without stats()", lambda: _NoStats(Curriculum(_curriculum())))), CurriculumConfigError),
+     (object(), None, _curriculum(), "curriculum", _Live("a curriculum without stats()", lambda: _NoStats(Curriculum(_curriculum()))),
+      *_curricula_one_member_short()), CurriculumConfigError),
     ("curriculum a CurriculumProtocol, GymCurriculumEnv",
      lambda v: _wrapping(GymCurriculumEnv, GymExactAccountingEnv, v),
      (_Live("Curriculum(config)", lambda: Curriculum(_curriculum())),),
-     (object(), None, _curriculum(), _Live("a curriculum without stats()", lambda: _NoStats(Curriculum(_curriculum())))), CurriculumConfigError),
+     (object(), None, _curriculum(), _Live("a curriculum without stats()", lambda: _NoStats(Curriculum(_curriculum()))),
+      *_curricula_one_member_short()), CurriculumConfigError),
     *[(f"curriculum one with apply_sync_state() to follow a stage_source, {wrapper.__name__}",
        lambda v, wrapper=wrapper, env=env: _following(wrapper, env, v),
        (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
@@ -673,7 +717,7 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
       for wrapper, env in ((CurriculumEnv, ExactAccountingEnv), (GymCurriculumEnv, GymExactAccountingEnv))],
     ("curriculum a CurriculumProtocol, vector", _vector_of,
      (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
-     (object(), None, _curriculum(algorithm=UniformConfig())), CurriculumConfigError),
+     (object(), None, _curriculum(algorithm=UniformConfig()), *_curricula_one_member_short()), CurriculumConfigError),
     ("curriculum a local one under tracking='centralized', vector",
      lambda v: _tracked_vector(v, "centralized", "Serial"),
      (_Live("Curriculum(uniform config)", lambda: Curriculum(_curriculum(algorithm=UniformConfig()))),),
@@ -713,10 +757,10 @@ ARGUMENTS: list[tuple[str, Callable[[Any], Any], tuple[Any, ...], tuple[Any, ...
      CurriculumConfigError),
     ("stage_source None or a StageSource, CurriculumEnv",
      lambda v: _puffer_env(local_tracking=False, stage_source=v() if callable(v) else v),
-     (None, _staged_broadcast), (object(), 1, "stage"), CurriculumConfigError),
+     (None, _staged_broadcast), (object(), 1, "stage", *_stage_sources_one_member_short()), CurriculumConfigError),
     ("stage_source None or a StageSource, GymCurriculumEnv",
      lambda v: _gym_env(local_tracking=False, stage_source=v() if callable(v) else v),
-     (None, _staged_broadcast), (object(), 1), CurriculumConfigError),
+     (None, _staged_broadcast), (object(), 1, *_stage_sources_one_member_short()), CurriculumConfigError),
     ("stage_source only with local_tracking=False, CurriculumEnv",
      lambda v: _puffer_env(stage_source=v() if callable(v) else v), (None,), (_staged_broadcast,),
      CurriculumConfigError),

@@ -121,9 +121,9 @@ ENDINGS = [ENDED_TERMINAL, ENDED_TRUNCATED, ENDED_DESYNC]
 @pytest.mark.parametrize(("num_envs", "desync_signal", "num_agents", "infos"),
                          [(1, "info", 1, "list"), (4, "nested", 1, "list"), (1, "loose", 1, "list"),
                           (1, "split", 1, "tuple"), (1, "first", 3, "list"), (1, "mixed", 3, "list"),
-                          (1, "attribute", 1, "list"), (1, "info", 1, "dict")],
+                          (1, "attribute", 1, "list"), (1, "attribute", 3, "list"), (1, "info", 1, "dict")],
                          ids=["1", "4", "1-loose", "1-split", "1-first-3agents", "1-mixed-3agents", "1-attribute",
-                              "1-dict"])
+                              "1-attribute-3agents", "1-dict"])
 def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_factory, curriculum_env_class,
                                                                      scenario_seed, num_envs, desync_signal,
                                                                      num_agents, infos, oracle, golden) -> None:
@@ -134,7 +134,8 @@ def test_time_limit_truncations_are_recorded_and_desync_cuts_are_not(curriculum_
     step's infos, a tuple (an env that returns `(info, {})`); or "first": three agents ending at different steps, the flag in the info of
     the step that cuts the first of them, the others playing on; or "mixed": three agents ending
     together, a cut truncating the first and terminating the others; or "attribute": no flag in
-    any info, the env's `desync_truncation` attribute set from the cut to the next reset; or
+    any info, the env's `desync_truncation` attribute set from the cut to the next reset (with three
+    agents ending at different steps, from the step that cuts the first of them); or
     "dict": one info per step, not in a list, a dict, an `OrderedDict` or a `UserDict` in turn)."""
     # the pool's ids go round the endings (id k ends as ENDINGS[k % 3]), so every seed's run holds all three
     def lengths(length: int) -> int | list[int]:  # agents ending at different steps

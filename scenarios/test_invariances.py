@@ -69,6 +69,7 @@ from curriculum import (
 )
 from curriculum.vector import make_curriculum_vecenv
 from harness.envs import ExactAccountingEnv
+from harness.episodes import EPISODE_RECORD_KEY
 from harness.protocol import ProtocolView, missing_capabilities
 from harness.task_spaces import TaggedTasks, TaskSpace, chain_task_space, impossible_task_space
 from harness.thresholds import INVARIANCES as LIMITS
@@ -585,19 +586,22 @@ def _exact_env(buf=None, seed=0):
     return ExactAccountingEnv(buf=buf, seed=seed)
 
 
-def _wrapped_run(curriculum: Any, seed: int) -> list[list[float]]:
-    """The configs (reward per step) each env ran, vec step by vec step, through a Serial vector."""
+def _wrapped_run(curriculum: Any, seed: int) -> tuple[list[list[float]], list[Any]]:
+    """The configs (reward per step) each env ran, vec step by vec step, through a Serial
+    vector, and the infos of each vec step (the curriculum's stats and per-label LP among them)."""
     vecenv = make_curriculum_vecenv(_exact_env, curriculum, backend="Serial", num_envs=LIMITS.wrapper_envs, seed=seed)
-    ran = []
+    ran, infos = [], []
     try:
         obs, _ = vecenv.reset(seed=seed)
         actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
         for _ in range(LIMITS.wrapper_vec_steps):
-            obs = vecenv.step(actions)[0]
-            ran.append(obs.reshape(LIMITS.wrapper_envs, -1)[:, 1].tolist())
+            step = vecenv.step(actions)
+            ran.append(step[0].reshape(LIMITS.wrapper_envs, -1)[:, 1].tolist())
+            # (an episode's record names the env by a process-wide counter: the rest must match)
+            infos.append([{key: value for key, value in info.items() if key != EPISODE_RECORD_KEY} for info in step[4]])
     finally:
         vecenv.close()
-    return ran
+    return ran, infos
 
 
 def test_the_core_protocol_alone_changes_nothing(curriculum_factory, require_capability, scenario_seed) -> None:
@@ -610,9 +614,9 @@ def test_the_core_protocol_alone_changes_nothing(curriculum_factory, require_cap
     reference = _build(curriculum_factory, config, "learning_progress", require_capability)
     seen = curriculum_factory(_wide_returns_config(scenario_seed))
     try:
-        expected = _wrapped_run(reference, scenario_seed)
+        expected, expected_infos = _wrapped_run(reference, scenario_seed)
         try:
-            ran = _wrapped_run(_CoreProtocolOnly(seen), scenario_seed)
+            ran, infos = _wrapped_run(_CoreProtocolOnly(seen), scenario_seed)
         except Exception as error:  # noqa: BLE001 - reported with the relation
             pytest.fail(f"a Serial vector over the curriculum seen through the core protocol alone raised "
                         f"{type(error).__name__}: {error} (returns {[2 * r for r in _WIDE_RETURNS]}, score range "
@@ -621,6 +625,9 @@ def test_the_core_protocol_alone_changes_nothing(curriculum_factory, require_cap
         assert step is None, (
             f"through the core protocol alone the envs ran rewards per step {ran[step]} at vec step {step + 1}, "
             f"{expected[step]} through the curriculum itself, seed {scenario_seed}")
+        differ = _mismatches(expected_infos, infos, None, "infos")
+        assert not differ, (f"through the core protocol alone the vector reported other infos than through the "
+                            f"curriculum itself, seed {scenario_seed}: " + "; ".join(differ[:5]))
         differ = _mismatches(reference.stats(), seen.stats(), None, "stats()")
         assert not differ, (f"through the core protocol alone, stats() differ from the run through the curriculum "
                             f"itself, seed {scenario_seed}: " + "; ".join(differ[:5]))

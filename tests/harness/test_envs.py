@@ -324,6 +324,18 @@ def test_exact_accounting_desync_signalled_by_attribute() -> None:
     assert truncated and infos[0]["exact_accounting"]["truncated_by_desync"] is True and infos[1:] == [{}]
 
 
+def test_exact_accounting_desync_attribute_set_from_the_first_agents_cut() -> None:
+    env = ExactAccountingEnv(num_agents=3, episode_length=[1, 2, 3], end="desync", desync_signal="attribute")
+    env.reset()
+    seen = []
+    for _ in range(3):
+        env.step(np.zeros(3, dtype=np.int32))
+        seen.append((env.truncations.tolist(), env.desync_truncation))
+    assert seen == [([True, False, False], True), ([True, True, False], True), ([True, True, True], True)]
+    env.reset()
+    assert env.desync_truncation is False
+
+
 def test_exact_accounting_mixed_desync_signal_truncates_one_agent_and_terminates_the_others() -> None:
     env = ExactAccountingEnv(num_agents=3, episode_length=2, end="desync", desync_signal="mixed")
     env.reset()
