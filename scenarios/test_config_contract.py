@@ -78,7 +78,13 @@ from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_
 from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
 from curriculum.memory import SharedMemoryBackend
-from curriculum.vector import MAX_NUM_ENVS, CentralizedCurriculumVecEnv, StageBroadcast, default_num_workers
+from curriculum.vector import (
+    MAX_NUM_ENVS,
+    CentralizedCurriculumVecEnv,
+    SharedCurriculumVecEnv,
+    StageBroadcast,
+    default_num_workers,
+)
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import EPISODE_RECORD_KEY
 from harness.oracle import AccountingOracle
@@ -285,6 +291,27 @@ def _serial_vector(*, env: Callable[..., Any] | None = None, **options: Any) -> 
     return vecenv
 
 
+def _hand_built_vector(wrapper: type, **options: Any) -> None:
+    """`wrapper` built by hand (the module docstring of `curriculum.vector`, "Built by hand") over
+    a Serial vector of two `CurriculumEnv`s, with `options`: it checks them as the factory does."""
+    curriculum = Curriculum(_curriculum(algorithm=UniformConfig()))
+    local = wrapper is SharedCurriculumVecEnv  # (centralized workers leave the recording to the wrapper)
+
+    def make_env(buf: Any = None, seed: int = 0) -> CurriculumEnv:
+        return CurriculumEnv(ExactAccountingEnv(buf=buf, seed=seed), curriculum, seed=seed, buf=buf,
+                             local_tracking=local)
+
+    vecenv = pufferlib.vector.make(make_env, backend=pufferlib.vector.Serial, num_envs=2)
+    try:
+        wrapped = wrapper(vecenv, curriculum, **options)
+    except BaseException:
+        vecenv.close()
+        raise
+    finally:
+        curriculum.close()
+    wrapped.close()
+
+
 class _ChecksPassed(Exception):
     """Raised by the first env a vector builds: every check of its arguments came before."""
 
@@ -344,6 +371,12 @@ OPTIONS: list[tuple[str, Callable[[Any], Any], str | None, tuple[Any, ...], tupl
      (0, -1, *NOT_INTS)),
     ("worker_timeout None or finite > 0, vector", lambda v: _serial_vector(worker_timeout=v), None,
      (None, 1e-3, 30), NOT_TIMEOUTS),
+    *[(f"worker_timeout None or finite > 0, {wrapper.__name__} built by hand",
+       lambda v, wrapper=wrapper: _hand_built_vector(wrapper, worker_timeout=v), None, (None, 1e-3, 30), NOT_TIMEOUTS)
+      for wrapper in (SharedCurriculumVecEnv, CentralizedCurriculumVecEnv)],
+    ("stats_interval >= 1, CentralizedCurriculumVecEnv built by hand",
+     lambda v: _hand_built_vector(CentralizedCurriculumVecEnv, stats_interval=v), None, (1, 1000, np.int32(5)),
+     (0, -1, *NOT_INTS)),
     ("score_fn None or callable, vector", lambda v: _serial_vector(score_fn=v), None, (None, max), (1, "mean")),
     ("backend 'Serial' or 'Multiprocessing' (or the pufferlib class), vector",
      lambda v: _serial_vector(backend=v, tracking="centralized"), None,

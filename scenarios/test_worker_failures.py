@@ -657,6 +657,54 @@ def test_a_vector_dropped_without_close_stops_its_workers(uses_builtin_curriculu
         curriculum.close()
 
 
+def _trainer_in_a_child(conn: Any, seed: int) -> None:
+    """A trainer that is itself a multiprocessing child (a sweep launcher's trial, a supervisor
+    restarting training): its vector's env ignores SIGTERM; it sends its workers' pids, then the
+    exit codes `close()` left them with."""
+    curriculum = Curriculum(_config(seed), shared_memory=True)
+    try:
+        vecenv = make_curriculum_vecenv(_env_ignoring_sigterm, curriculum, backend="Multiprocessing",
+                                        tracking="shared", num_envs=LIMITS.num_envs, overwork=True, seed=seed,
+                                        **LAYOUTS["sync"])
+        processes = list(vecenv.vecenv.processes)
+        conn.send([process.pid for process in processes])
+        vecenv.reset(seed=seed)
+        vecenv.close()
+        conn.send([process.exitcode for process in processes])
+    finally:
+        curriculum.close()
+
+
+def test_a_trainer_that_is_itself_a_child_process_stops_its_workers(uses_builtin_curriculum, require_capability,
+                                                                    scenario_seed, monkeypatch) -> None:
+    """A trainer run in a multiprocessing child closes its vector as one run in the main process
+    does: when `close()` returns, every worker has ended (killed once the grace period ran out,
+    since its env ignores SIGTERM). Whose workers they are is the vector's creator's to decide,
+    not whether a process has a parent."""
+    require_capability(uses_builtin_curriculum, "checks the library's vector, not the curriculum under test")
+    monkeypatch.setattr(vector_module, "_STOP_GRACE", LIMITS.stop_grace)  # (the child forks with it)
+    here, there = mp.get_context("fork").Pipe()
+    trainer = mp.get_context("fork").Process(target=_trainer_in_a_child, args=(there, scenario_seed))
+    trainer.start()
+    pids: list[int] = []
+    try:
+        assert here.poll(LIMITS.deadline), "the child trainer sent no worker pids"
+        pids = here.recv()
+        assert here.poll(LIMITS.deadline), f"the child trainer's close() did not return within {LIMITS.deadline} s"
+        codes = here.recv()
+        assert None not in codes, (
+            f"close() in a trainer that is itself a child process returned with workers still running (exit codes "
+            f"{codes}; their env ignores SIGTERM, so they must be killed once the grace period of "
+            f"{LIMITS.stop_grace} s ran out), seed {scenario_seed}")
+    finally:
+        trainer.join(timeout=LIMITS.deadline)
+        if trainer.is_alive():
+            trainer.kill()
+        for pid in pids:
+            if is_running(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
 @pytest.mark.parametrize("method", [None, "forkserver"])
 def test_a_worker_holds_as_much_with_one_env_as_with_many(uses_builtin_curriculum, require_capability,
                                                           method: str | None) -> None:
