@@ -324,6 +324,9 @@ _LP_SETTINGS = {
     "boundary": LearningProgressConfig(admission_usefulness=0.0),
     # no memory of configurations: an evicted task's statistics go nowhere, its successor starts cold
     "no_memory": LearningProgressConfig(config_memory=0),
+    # the shortest warm-up: it ends at a task's first completion, before any difference between
+    # two scores exists (what is done at its end must not wait for one)
+    "one_sample_warmup": LearningProgressConfig(min_samples_for_lp=1),
 }
 
 
@@ -791,6 +794,9 @@ def test_every_completion_and_refresh_follows_the_documented_rules(curriculum_fa
              "mastery", "eviction")
     if settings == "no_memory":  # (what an evicted task leaves its successor; the other settings cover the rest)
         rules = ("cold", "eviction")
+    elif settings == "one_sample_warmup":  # (each completion is checked; of the rules, those that read the
+        # baseline a warm-up's end sets: with every task warm at its first score the others' states seldom arise)
+        rules = ("learning progress", "revisit learned", "cold", "mastery", "eviction")
     thin = {rule: decided[rule] for rule in rules
             if decided[rule] < (1 if rule in ("mastery", "eviction") else LIMITS.rules_min_steps)}
     assert not thin, f"[{settings}] rules that decided too few refreshes to be checked: {thin}, seed {scenario_seed}"
