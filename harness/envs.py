@@ -511,11 +511,10 @@ class ExactAccountingEnv(_HarnessEnv):
         """A step before the episode's last: with the "first" desync signal, the flag at the
         step that cuts the first agents (with "attribute", `desync_truncation` set from that
         step); otherwise `_no_info()`."""
-        if (self._signal_attribute and self._settings_now["end"] == ENDED_DESYNC
-                and bool((self._lengths_now == self._step).any())):
+        cut = self._settings_now["end"] == ENDED_DESYNC and bool((self._lengths_now == self._step).any())
+        if cut and self._signal_attribute:
             self.desync_truncation = True
-        if (self._desync_signal == "first" and not self._cut_flagged and self._settings_now["end"] == ENDED_DESYNC
-                and bool((self._lengths_now == self._step).any())):
+        if cut and self._desync_signal == "first" and not self._cut_flagged:
             self._cut_flagged = True
             info = {"exact_accounting": {"truncated_by_desync": True}}
             if self._log is not None:
