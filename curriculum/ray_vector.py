@@ -158,8 +158,12 @@ class _CheckedRay(pufferlib.vector.Ray):
         self.async_handles = [env.recv.remote() for env in self.envs]
 
     def close(self) -> None:
+        closes = [env.close.remote() for env in self.envs]
         try:
-            self._checked([env.close.remote() for env in self.envs], "close")
+            # Every worker ends its close (which sends its client's queue) before any is
+            # stopped, even when another's close has already failed.
+            ray.wait(closes, num_returns=len(closes), timeout=self.worker_timeout)
+            self._checked(closes, "close")
         finally:
             for env in self.envs:
                 ray.kill(env, no_restart=True)

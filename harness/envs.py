@@ -43,6 +43,7 @@ from __future__ import annotations
 import copy
 import math
 import os
+import time
 from collections import OrderedDict, UserDict, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Final
@@ -681,9 +682,18 @@ class SeedReportingEnv(ExactAccountingEnv):
 
 class CloseFailingEnv(ExactAccountingEnv):
     """`ExactAccountingEnv` whose `close()` raises `RuntimeError` (an env that fails to release
-    what it holds), so what its wrapper does around a failed close can be checked."""
+    what it holds), so what its wrapper does around a failed close can be checked. With
+    `close_delays={seed: seconds}`, the env created with that seed first waits that long (workers
+    whose closes fail at different times); other seeds raise at once."""
+
+    def __init__(self, *, close_delays: Mapping[int, float] | None = None, seed: int | None = 0,
+                 **kwargs: Any) -> None:
+        super().__init__(seed=seed, **kwargs)
+        self._close_delay = float(dict(close_delays or {}).get(seed, 0.0))  # type: ignore[arg-type]
 
     def close(self) -> None:
+        if self._close_delay:
+            time.sleep(self._close_delay)
         raise RuntimeError("this env fails to close")
 
 

@@ -345,6 +345,8 @@ class RayServiceLimits:
     """Batch size of the clients whose completions stay queued until the vector closes."""
     close_failing_vec_steps: int = 30
     """Vector steps of the run whose envs fail to close."""
+    late_close_delay: float = 2.0
+    """Seconds the late worker's env waits before its close fails (the other's fails at once)."""
     schedule_checkpoint_requests: float = 0.025
     """Share of the service schedule's calls before which a checkpoint is written on request."""
     restart_stage_calls: int = 40

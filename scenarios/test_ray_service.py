@@ -35,6 +35,7 @@ roots are passed to the workers. The Ray backend uses its own env wrapper, so
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import logging
 import math
@@ -298,14 +299,18 @@ def test_an_error_in_a_ray_workers_step_fails_the_trainers_step_by_name(serve, s
         client.close()
 
 
-def test_a_worker_whose_env_fails_to_close_still_sends_its_completions(serve, scenario_seed) -> None:
+@pytest.mark.parametrize("late_worker", [False, True], ids=["together", "one_late"])
+def test_a_worker_whose_env_fails_to_close_still_sends_its_completions(serve, scenario_seed, late_worker) -> None:
     """Envs whose `close()` raises: the vector's `close()` fails by name (`WorkerProcessError`),
     and each worker still closes its client, which sends the completions it queued (batches
     larger than the run), so the service counts every episode the envs ended and holds no
-    client of theirs."""
+    client of theirs. With `one_late`, the second worker's close fails seconds after the
+    first's: the vector must not stop it before it has left the service."""
     service = serve(accounting_config(scenario_seed))
     client = CurriculumClient(service, prefetch=LIMITS.prefetch, batch_size=LIMITS.queued_batch_size, timeout=TIMEOUT)
-    vecenv = _vecenv(client, scenario_seed, env=CloseFailingEnv)
+    envs_per_worker = LIMITS.num_envs // LIMITS.num_workers
+    delays = {scenario_seed + envs_per_worker: LIMITS.late_close_delay} if late_worker else {}
+    vecenv = _vecenv(client, scenario_seed, env=functools.partial(CloseFailingEnv, close_delays=delays))
     ended = 0
     try:
         try:
