@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from curriculum.errors import CurriculumConfigError, CurriculumStateError
 from curriculum.memory import (
     DEFAULT_LOCK_TIMEOUT,
     LocalMemoryBackend,
@@ -156,7 +157,12 @@ class TaskTracker:
         return self.last_score.item(slot)
 
     def counter(self, name: str) -> int:
-        return self.counters.item(COUNTERS.index(name))
+        """Global counter `name`, one of `COUNTERS`."""
+        try:
+            return self.counters.item(COUNTERS.index(name))
+        except ValueError:
+            raise CurriculumConfigError(
+                f"Expected a counter name, one of {COUNTERS}, received {name!r}") from None
 
     @property
     def total_completions(self) -> int:
@@ -209,11 +215,33 @@ class TaskTracker:
         self.counters[_LATE] += 1
 
     def overwrite(self, arrays: Mapping[str, np.ndarray]) -> None:
-        """Replace the named arrays wholesale (restoring a checkpoint; caller holds the lock)."""
+        """Replace the named arrays wholesale (restoring a checkpoint; caller holds the lock).
+
+        All or nothing: every array is checked (a name of the layout, its length, numbers its
+        dtype holds exactly) before any is written, so a refused restore, `CurriculumStateError`
+        naming the array, leaves the tracker as it was."""
+        checked = {name: self._checked_array(name, values) for name, values in arrays.items()}
         if isinstance(self.backend, SharedMemoryBackend):
             self.backend.journal_everything()
-        for name, values in arrays.items():
+        for name, values in checked.items():
             self.backend[name][:] = values
+
+    def _checked_array(self, name: str, values: Any) -> np.ndarray:
+        layout = self.backend.layout
+        if name not in layout:
+            raise CurriculumStateError(f"Expected arrays named among {sorted(layout)}, received one named {name!r}")
+        dtype, length = layout[name]
+        array = np.asarray(values)
+        if array.shape != (length,) or array.dtype.kind not in "iuf":
+            raise CurriculumStateError(
+                f"Expected array {name!r} as {length} numbers, received shape {array.shape} of dtype {array.dtype}")
+        with np.errstate(invalid="ignore", over="ignore"):
+            exact = array.astype(dtype)
+            if dtype == "int64" and not np.array_equal(exact, array):
+                raise CurriculumStateError(
+                    f"Expected array {name!r} as {length} integers, received values that are not: "
+                    f"{array[exact != array][:3].tolist()}")
+        return exact
 
     # ---- snapshots -------------------------------------------------------------------------
     def snapshot(self) -> dict[str, np.ndarray]:

@@ -49,6 +49,7 @@ from curriculum import (
     CurriculumConfig,
     CurriculumConfigError,
     CurriculumError,
+    CurriculumStateError,
     LearningProgressConfig,
     LockTimeoutError,
     SharedTrackerError,
@@ -1591,15 +1592,52 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
                 task_id, evicted = next(next_id), rng.random() < 0.5
                 calls.append((f"assign({slot}, {task_id}, evicted={evicted})",
                               lambda t, s=slot, i=task_id, e=evicted: t.assign(s, i, evicted=e)))
-            elif kind < 0.8:
+            elif kind < 0.75:
                 score = rng.choice((0.0, 1.0, round(rng.uniform(-2.0, 2.0), 3)))
                 calls.append((f"record({slot}, {score})", lambda t, s=slot, v=score: t.record(s, v)))
-            elif kind < 0.9:
+            elif kind < 0.85:
                 calls.append(("record_late()", lambda t: t.record_late()))
-            else:
+            elif kind < 0.93:
                 values = np.array([rng.uniform(0.0, 5.0) for _ in range(7)])
                 calls.append(("overwrite(memory)", lambda t, v=values: t.overwrite({"memory": v})))
+            else:
+                what, call, error = rng.choice(refusals)
+                calls.append((what, lambda t, w=what, c=call, e=error: refused(t, w, c, e)))
         return calls
+
+    good_visits = np.arange(capacity, dtype=np.float64)
+    # (what, call, the named error): input each tracker refuses whole, changing nothing
+    refusals: list[tuple[str, Callable[[TaskTracker], Any], type[Exception]]] = [
+        ("overwrite(memory one entry short)", lambda t: t.overwrite({"memory": np.ones(6)}), CurriculumStateError),
+        ("overwrite(memory one entry long)", lambda t: t.overwrite({"memory": np.ones(8)}), CurriculumStateError),
+        ("overwrite(memory as a scalar)", lambda t: t.overwrite({"memory": np.float64(2.0)}), CurriculumStateError),
+        ("overwrite(visits, then memory too short)",
+         lambda t: t.overwrite({"visits": good_visits, "memory": np.ones(3)}), CurriculumStateError),
+        ("overwrite(visits, then an array the tracker lacks)",
+         lambda t: t.overwrite({"visits": good_visits, "visit": good_visits}), CurriculumStateError),
+        ("overwrite(completions as fractions)", lambda t: t.overwrite({"completions": good_visits + 0.5}),
+         CurriculumStateError),
+        ("overwrite(memory of text)", lambda t: t.overwrite({"memory": np.array(["1"] * 7)}), CurriculumStateError),
+        ("counter('evicted'), a name it does not keep", lambda t: t.counter("evicted"), CurriculumConfigError),
+    ]
+
+    def refused(tracker: TaskTracker, what: str, call: Callable[[TaskTracker], Any], error: type[Exception]) -> str:
+        """`call` raises `error` and leaves every array as it was (the holder's view, uncommitted
+        writes included); the error's name, to compare."""
+        before = {name: tracker.backend[name].copy() for name in tracker.backend.layout}
+        try:
+            call(tracker)
+        except error:
+            changed = [name for name, values in before.items() if not np.array_equal(values, tracker.backend[name])]
+            if changed:
+                pytest.fail(f"{what}: refused by {tracker.backend.__class__.__name__}'s tracker, yet arrays {changed} "
+                            f"changed, seed {scenario_seed}")
+            return error.__name__
+        except Exception as failure:  # noqa: BLE001 - any other error is the failure reported
+            pytest.fail(f"{what}: {tracker.backend.__class__.__name__}'s tracker raised {type(failure).__name__} "
+                        f"({failure}), expected {error.__name__}, seed {scenario_seed}")
+        pytest.fail(f"{what}: accepted by {tracker.backend.__class__.__name__}'s tracker, expected {error.__name__}, "
+                    f"seed {scenario_seed}")
 
     def reads(tracker: TaskTracker) -> dict[str, Any]:
         out: dict[str, Any] = {}

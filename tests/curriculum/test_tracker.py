@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from curriculum import LocalMemoryBackend, SharedMemoryBackend, TaskTracker
+from curriculum import CurriculumConfigError, CurriculumStateError, LocalMemoryBackend, SharedMemoryBackend, TaskTracker
 from curriculum.tracker import COUNTERS, EMPTY, tracker_layout
 
 
@@ -68,5 +68,28 @@ def test_views_are_the_backend_arrays(tracker: TaskTracker) -> None:
 
 
 def test_unknown_counter_name_is_refused(tracker: TaskTracker) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(CurriculumConfigError, match="completions_total"):
         tracker.counter("completions_total")
+
+
+def test_overwrite_writes_every_array_whole(tracker: TaskTracker) -> None:
+    with tracker.lock:
+        tracker.overwrite({"completions": [3, 0, 1, 2], "extra": np.array([0.5, 2])})
+    assert tracker.completions.tolist() == [3, 0, 1, 2]
+    assert tracker.backend["extra"].tolist() == [0.5, 2.0]
+
+
+@pytest.mark.parametrize("arrays", [
+    {"extra": [1.0]}, {"extra": [1.0, 2.0, 3.0]}, {"extra": 1.0}, {"extra": [[1.0, 2.0]]},
+    {"completions": [1, 2, 3, 4], "extra": [1.0]}, {"completions": [1, 2, 3, 4], "unknown": [1.0, 2.0]},
+    {"completions": [1.5, 2, 3, 4]}, {"completions": [np.nan, 2, 3, 4]}, {"extra": ["1", "2"]},
+    {"extra": [True, False]},
+], ids=["short", "long", "scalar", "2-d", "good-then-short", "good-then-unknown", "fraction", "nan-in-int",
+        "text", "bools"])
+def test_overwrite_refuses_a_wrong_array_and_writes_none(tracker: TaskTracker, arrays) -> None:
+    before = tracker.snapshot()
+    with tracker.lock, pytest.raises(CurriculumStateError):
+        tracker.overwrite(arrays)
+    after = tracker.snapshot()
+    assert {name: values.tolist() for name, values in after.items()} == \
+        {name: values.tolist() for name, values in before.items()}
