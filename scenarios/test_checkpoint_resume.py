@@ -485,11 +485,28 @@ def _other_values(value: Any) -> list[Any]:
     return []
 
 
+def _another_of_kind(value: Any) -> Any:
+    """Another value of `value`'s kind (None for a kind without one here): a bool negated, a
+    number moved, a string renamed, a list of two or more items rotated."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value + 0.5
+    if isinstance(value, str):
+        return f"{value}_renamed"
+    if isinstance(value, list) and len(value) >= 2 and value[1:] + value[:1] != value:
+        return value[1:] + value[:1]
+    return None
+
+
 def _generator_variants(generator: Any, path: str = "task_generator") -> dict[str, Any]:
     """Copies of `generator` with one change each, found by walking its public attributes (and
     those of the generators it holds): an int `seed` plus one, a list of two or more items
     rotated or without its last item, lists of one length side by side rotated together, a dict
-    of two or more keys in reverse order, a string (a label) renamed, bucket values given labels
+    of two or more keys in reverse order, each entry of a dict given another value of its kind
+    (`_another_of_kind`: a config's setting), a string (a label) renamed, bucket values given labels
     of their own where none were. Named by the attribute path changed."""
     variants: dict[str, Any] = {}
     for name, value in vars(generator).items():
@@ -519,6 +536,13 @@ def _generator_variants(generator: Any, path: str = "task_generator") -> dict[st
             variant = copy.deepcopy(generator)
             setattr(variant, name, value[:-1])
             variants[f"{where}[:-1]"] = variant
+        if isinstance(value, dict):  # each entry given another value of its kind (one setting of a config)
+            for key, item in value.items():
+                other = _another_of_kind(item)
+                if other is not None:
+                    variant = copy.deepcopy(generator)
+                    setattr(variant, name, {**value, key: other})
+                    variants[f"{where}[{key!r}]"] = variant
         held = [value] if hasattr(value, "generate") else [v for v in (value if isinstance(value, (list, tuple))
                                                                        else ()) for v in (v if isinstance(v, tuple)
                                                                                           else (v,))]
