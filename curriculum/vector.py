@@ -99,7 +99,7 @@ import pufferlib.vector
 from curriculum.config import StagedProgressionConfig, UniformConfig
 from curriculum.env import DEFAULT_STATS_INTERVAL, CompletionRecorder, CurriculumEnv, ScoreFn, _check_interval
 from curriculum.errors import CurriculumConfigError, EnvContractError, EpisodeNotStartedError, WorkerProcessError
-from curriculum.stats import COMPLETION_INFO_KEY
+from curriculum.stats import COMPLETION_INFO_KEY, STAGE, stat_key
 
 __all__ = [
     "BACKENDS",
@@ -633,6 +633,9 @@ def _check_centralized_curriculum(curriculum: Any) -> None:
         )
 
 
+_STAGE_KEY: Final = stat_key(STAGE)
+
+
 class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
     """Main-process tracking (`tracking="centralized"`): records the completions workers report.
 
@@ -699,7 +702,10 @@ class CentralizedCurriculumVecEnv(SharedCurriculumVecEnv):
             completion = info.pop(COMPLETION_INFO_KEY, None)
             if completion is None:
                 continue
+            drawn_at = info.get(_STAGE_KEY)
             info.update(record(completion["task_id"], completion["label"], completion["score"]))
+            if drawn_at is not None:  # the episode's `stage` is the one its env drew the next task at, as
+                info[_STAGE_KEY] = drawn_at  # under every tracking, not a pool report's stage of the main process
         if self.stage_broadcast is not None:  # also a stage set between steps, not by these completions
             self._publish()
 

@@ -129,8 +129,10 @@ def _check_workers_agree(curriculum_factory, require_capability, scenario_seed: 
     target = watcher.watch(curriculum) if in_process else curriculum
     vec_options = {"num_workers": LIMITS.num_workers, "overwork": True} if backend == "Multiprocessing" else {}
     try:
+        # (a pool report with every completion: an episode's stage stays the one drawn at beside it)
         with make_curriculum_vecenv(_make_env, target, backend=backend, tracking=tracking, num_envs=LIMITS.num_envs,
-                                    seed=scenario_seed, score_fn=full_score, **vec_options) as vecenv:  # as trainers do
+                                    seed=scenario_seed, score_fn=full_score, stats_interval=1,
+                                    **vec_options) as vecenv:  # as trainers do
             obs, _ = vecenv.reset(seed=scenario_seed)
             actions = np.zeros(vecenv.action_space.shape, dtype=np.int32)
             stage_history = [curriculum.stage]
