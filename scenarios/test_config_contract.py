@@ -59,6 +59,7 @@ from curriculum import (
     CurriculumConfigError,
     CurriculumEnv,
     CurriculumStateError,
+    CurriculumTask,
     EnvContractError,
     EpisodeNotStartedError,
     GymCurriculumEnv,
@@ -67,6 +68,7 @@ from curriculum import (
     SingleTaskGenerator,
     Stage,
     StagedProgressionConfig,
+    TaskTracker,
     UniformConfig,
     ValueRange,
     WeightedTaskSetGenerator,
@@ -1085,7 +1087,30 @@ def _defaults() -> dict[str, Any]:
         parameter.name: repr(parameter.default) for parameter in inspect.signature(entry).parameters.values()
         if parameter.default is not parameter.empty} for entry, _ in ENTRY_POINTS}
     return {"configs": described, "refresh_interval by num_active_tasks": derived, "entry points": keywords,
-            "every public signature": _public_defaults()}
+            "every public signature": _public_defaults(), "reads before any completion": _empty_reads()}
+
+
+def _empty_reads() -> dict[str, str]:
+    """What a task and a tracker slot read before any completion (documented: no completions,
+    scores 0.0), built each way a user gets one: a task without a tracker (by hand, as the Ray
+    client hands them out), a new curriculum's first task, local and shared, and a new tracker's slot."""
+    def task_reads(task: Any) -> str:
+        return repr((task.num_completions, task.mean_score, task.last_score))
+
+    reads = {"CurriculumTask without a tracker": task_reads(CurriculumTask(7, {"level": 1}, "one", slot=3))}
+    for shared in (False, True):
+        curriculum = Curriculum(_curriculum(), shared_memory=shared)
+        try:
+            reads[f"a new {'shared' if shared else 'local'} curriculum's first task"] = task_reads(curriculum.get_task())
+        finally:
+            curriculum.close()
+    tracker = TaskTracker.create(2, {})
+    try:
+        reads["a new tracker's slot"] = repr((tracker.completions_at(0), tracker.mean_score_at(0),
+                                              tracker.last_score_at(0), tracker.task_stats(0, tracker.task_id_at(0))))
+    finally:
+        tracker.close()
+    return reads
 
 
 #: The library's modules whose public classes and functions a user calls (the Ray ones have their
