@@ -116,6 +116,56 @@ def _reset_infos(infos: Any, envs: int, what: str) -> Any:
     return infos
 
 
+def _laid_out(layout: str, num_agents: int) -> dict[str, np.ndarray]:
+    """An env's buffers (`buf`) as `layout` lays them out, each a numeric array of one number per
+    agent, all the env contract asks: "columns", the reward and the two done flags as columns of
+    one array each (strided views, as an env that keeps an agent's numbers in one row has);
+    "reversed", every per-agent buffer a view with a negative stride; else the done flags of that
+    numpy dtype ("uint8", "int32", "float32")."""
+    donor = ExactAccountingEnv(num_agents=num_agents)
+    buf = {name: np.zeros_like(getattr(donor, name)) for name in ("observations", "rewards", "terminals",
+                                                                   "truncations", "masks", "actions")}
+    if layout == "columns":
+        flags = np.zeros((num_agents, 2), dtype=bool)
+        buf["terminals"], buf["truncations"] = flags[:, 0], flags[:, 1]
+        buf["rewards"] = np.zeros((num_agents, 3), dtype=np.float32)[:, 1]
+    elif layout == "reversed":
+        for name in ("rewards", "terminals", "truncations", "masks"):
+            buf[name] = np.zeros_like(buf[name])[::-1]
+    else:
+        buf["terminals"], buf["truncations"] = (np.zeros(num_agents, dtype=layout) for _ in range(2))
+    return buf
+
+
+@pytest.mark.parametrize("layout", ["columns", "reversed", "uint8", "int32", "float32"])
+def test_every_buffer_layout_the_env_contract_takes_records_every_episode_once(
+        curriculum_factory, curriculum_env_class, scenario_seed, layout, oracle) -> None:
+    """The env contract asks for numeric arrays of one number per agent, not for contiguous
+    bool ones: an env whose done flags and rewards are strided or reversed views, or flags of
+    another integer or float dtype, must have every episode's end seen, scored and recorded
+    exactly once, as with pufferlib's own buffers."""
+    curriculum = curriculum_factory(agent_config(scenario_seed))
+    context = f"buffers laid out as {layout}"
+    watcher = oracle(context=context)
+    env = ExactAccountingEnv(num_agents=LIMITS.num_agents, buf=_laid_out(layout, LIMITS.num_agents),
+                             seed=1000 * scenario_seed)
+    wrapped = curriculum_env_class(env, watcher.watch(curriculum), seed=scenario_seed,
+                                   stats_interval=LIMITS.stats_interval)
+    try:
+        wrapped.reset()
+        actions = np.zeros(LIMITS.num_agents, dtype=np.int32)
+        for _ in range(LIMITS.steps):
+            watcher.observe(wrapped.step(actions)[4])
+        assert env.episodes_completed >= LIMITS.min_episodes and len(watcher.episodes) == env.episodes_completed, (
+            f"{context}: the env ended {env.episodes_completed} episodes in {LIMITS.steps} steps, the wrapper "
+            f"reported {len(watcher.episodes)}, seed {scenario_seed}")
+        wrapped.close()
+        watcher.verify(curriculum)
+    finally:
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+
+
 @pytest.mark.parametrize("done_flags", ["hold", "pulse"])
 @pytest.mark.parametrize(("backend", "tracking"), DESIGNS, ids=[f"{b}-{t}" if t else b for b, t in DESIGNS])
 def test_every_agent_counts_and_every_episode_is_recorded_once(curriculum_factory, curriculum_env_class,
