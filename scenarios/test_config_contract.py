@@ -1670,18 +1670,21 @@ def test_the_furthest_stage_broadcast_adopted_leaves_a_state_checkpoints_restore
 
 # (`terminals` rebound by a step ends no episode the wrapper can see; this env, ending by
 # terminals, then refuses its next step itself)
+@pytest.mark.parametrize("tracking", ["centralized", "shared"])
 @pytest.mark.parametrize(("name", "later"), [("rewards", "step"), ("truncations", "step"), ("rewards", "reset"),
                                              ("terminals", "reset"), ("truncations", "reset"),
                                              ("rewards", "auto-reset"), ("terminals", "auto-reset")])
-def test_an_env_that_replaces_a_buffer_mid_run_is_refused_by_name(name: str, later: str) -> None:
+def test_an_env_that_replaces_a_buffer_mid_run_is_refused_by_name(name: str, later: str, tracking: str) -> None:
     """The buffers the wrapper reads every step must stay the vector's for the whole run: one
     rebound by a step is refused by that episode's end (its second step), one rebound by a
     reset by that reset (the vector's, or the wrapper's auto-reset in the step that ends an
-    episode), naming it: the wrapper must not read a dead buffer for a step."""
+    episode), naming it: the wrapper must not read a dead buffer for a step. An episode ended
+    on a dead buffer is refused whole: nothing of it reaches the curriculum (the env's wrapper
+    records it itself under "shared" tracking)."""
     env = type(f"Later{name.title()}", (_OwnBuffer,), {"own": name, "later": later})
     episodes = SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25})
     curriculum = Curriculum(CurriculumConfig(task_generator=episodes, algorithm=UniformConfig()))
-    vecenv = make_curriculum_vecenv(env, curriculum, backend="Serial", num_envs=2, tracking="centralized")
+    vecenv = make_curriculum_vecenv(env, curriculum, backend="Serial", num_envs=2, tracking=tracking)
     calls: list[str] = []
     try:
         with pytest.raises(EnvContractError, match=name):
@@ -1696,6 +1699,11 @@ def test_an_env_that_replaces_a_buffer_mid_run_is_refused_by_name(name: str, lat
         assert calls == expected, (
             f"an env that rebinds `{name}` at its {later}s was refused by its call {len(calls)} of {calls}, not by "
             f"call {len(expected)} of {expected}")
+        stats = curriculum.stats()
+        recorded = stats["total_completions"] + stats["late_completions"]
+        assert later == "auto-reset" or recorded == 0, (
+            f"an env that rebinds `{name}` at its {later}s ({tracking} tracking) was refused, but the curriculum "
+            f"recorded {recorded} episode(s) of it: the episode that ended on a dead buffer was scored from it")
     finally:
         vecenv.close()
         curriculum.close()
