@@ -549,6 +549,8 @@ class EnvWrapperLimits:
     """Steps of the check whose env writes numbers under the wrapper's names (about 20 episodes)."""
     report_completions: int = 12
     """Completions of the pool-report cadence check (two-step episodes)."""
+    failing_call_steps: int = 6
+    """Steps (three two-step episodes) within which a curriculum method that raises must reach the trainer."""
     late_report_interval: int = 3
     """`stats_interval` of the two wrappers whose completions are often late (stage changes)."""
     late_report_steps: int = 60

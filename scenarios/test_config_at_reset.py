@@ -444,6 +444,67 @@ def test_a_score_fn_that_raises_reaches_the_trainer_as_its_own_error(curriculum_
         f"{scenario_seed}")
 
 
+class CurriculumCallFailed(KeyError):
+    """A curriculum method's own failure (a lookup of its own that found nothing)."""
+
+
+_CURRICULUM_CALLS = ("get_task", "update_task_performance", "stats", "task_scores", "active_tasks")
+"""What a wrapper calls on a curriculum while it steps: the protocol, and the pool report's reads."""
+
+
+def _failing(inner: Any, failing: str) -> tuple[Any, dict[str, Any]]:
+    """`inner` seen through the methods of `_CURRICULUM_CALLS` it has, and its switches: once
+    `armed`, every call of `failing` raises `CurriculumCallFailed` (counted in `raised`)."""
+    switches: dict[str, Any] = {"armed": False, "raised": 0}
+
+    def forwarded(name: str) -> Any:
+        def call(self: Any, *args: Any) -> Any:
+            if name == failing and switches["armed"]:
+                switches["raised"] += 1
+                raise CurriculumCallFailed(f"{name}() found nothing")
+            return getattr(inner, name)(*args)
+        return call
+
+    methods = {name: forwarded(name) for name in _CURRICULUM_CALLS if callable(getattr(inner, name, None))}
+    return type("FailingCurriculum", (), methods)(), switches
+
+
+@pytest.mark.parametrize("wrapper", ["pufferlib", "gymnasium"])
+@pytest.mark.parametrize("method", _CURRICULUM_CALLS)
+def test_a_curriculum_call_that_raises_reaches_the_trainer_as_its_own_error(curriculum_factory, curriculum_env_class,
+                                                                            require_capability, scenario_seed,
+                                                                            wrapper, method) -> None:
+    """A curriculum whose method raises while the wrapper steps (a plug-in's lookup, a service's
+    timeout, the pool report's reads among them): its own error propagates from `step()` as it
+    is, never swallowed (a trainer would go on with a curriculum that no longer answers, or
+    without the pool's numbers) nor renamed."""
+    curriculum = curriculum_factory(CurriculumConfig(
+        task_generator=SingleTaskGenerator({"episode_length": 2, "reward_per_step": 0.25}, label="exact"),
+        algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
+    require_capability(callable(getattr(curriculum, method, None)), f"this curriculum has no {method}()")
+    view, switches = _failing(curriculum, method)
+    if wrapper == "pufferlib":
+        env, action = curriculum_env_class(ExactAccountingEnv(), view, seed=scenario_seed, stats_interval=1), \
+            np.zeros(1, dtype=np.int32)
+    else:
+        env, action = GymCurriculumEnv(GymExactAccountingEnv(), view, seed=scenario_seed, stats_interval=1), 0
+    raised = None
+    try:
+        env.reset(seed=scenario_seed)
+        switches["armed"] = True
+        for _ in range(LIMITS.failing_call_steps):
+            env.step(action)
+    except Exception as error:  # noqa: BLE001 - its kind is the check
+        raised = error
+    finally:
+        if callable(getattr(curriculum, "close", None)):
+            curriculum.close()
+    assert switches["raised"] and type(raised) is CurriculumCallFailed, (
+        f"{type(env).__name__}: {method}() raised CurriculumCallFailed (a KeyError) {switches['raised']} time(s) in "
+        f"{LIMITS.failing_call_steps} steps of two-step episodes (a pool report every completion), and step() "
+        f"raised {raised!r}; the curriculum's own error must propagate as it is, seed {scenario_seed}")
+
+
 class _NanPayingEnv(ExactAccountingEnv):
     """Pays NaN at the first step of every episode (its reward code divided by zero)."""
 
