@@ -25,6 +25,7 @@ import pickle
 import queue as queue_module
 import random
 import resource
+import secrets
 import shutil
 import signal
 import stat
@@ -1913,7 +1914,10 @@ def test_a_block_that_cannot_be_allocated_is_refused_and_leaves_no_file(uses_bui
         try:
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # (past the limit: EFBIG, not the signal)
             resource.setrlimit(resource.RLIMIT_FSIZE, (4096, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
-            before = set(os.listdir(SEGMENT_DIR))
+            # the names this child's blocks get carry its own mark, so a block that another test
+            # creates meanwhile (and writes its header into a moment later) is never taken for one
+            mark, tokens = f"fsize{os.getpid()}x", itertools.count()
+            secrets.token_hex = lambda nbytes=None: f"{mark}{next(tokens)}"
             descriptors = set(os.listdir("/proc/self/fd"))
             try:
                 Curriculum(config, shared_memory=True).close()
@@ -1924,9 +1928,7 @@ def test_a_block_that_cannot_be_allocated_is_refused_and_leaves_no_file(uses_bui
             gc.collect()
             opened = set(os.listdir("/proc/self/fd")) - descriptors
             outcome += f"; kept {len(opened)} descriptor(s) open" if opened else ""
-            time.sleep(0.5)  # a block another test creates meanwhile has its header by then
-            left = [name for name in set(os.listdir(SEGMENT_DIR)) - before if name.startswith(SEGMENT_PREFIX)
-                    and not Path(SEGMENT_DIR, name).read_bytes().startswith(memory._MAGIC)]
+            left = [name for name in os.listdir(SEGMENT_DIR) if mark in name]
             outcome += f"; left {left}" if left else ""
         finally:
             os.write(write, outcome.encode())
