@@ -77,7 +77,7 @@ from curriculum import (
     process_training_stats,
 )
 from curriculum.config import MAX_ACTIVE_TASKS, MAX_REFRESH_INTERVAL, MAX_SCORE_MAGNITUDE, MAX_Z, AlgorithmConfig
-from curriculum.env import BUFFER_NAMES, DEFAULT_STATS_INTERVAL
+from curriculum.env import DEFAULT_STATS_INTERVAL
 from curriculum.errors import CurriculumError
 from curriculum.memory import SharedMemoryBackend
 from curriculum.vector import (
@@ -91,6 +91,10 @@ from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import EPISODE_RECORD_KEY
 from harness.oracle import AccountingOracle
 from harness.protocol import ProtocolView
+
+BUFFER_NAMES = ("observations", "rewards", "terminals", "truncations", "masks", "actions")
+"""The per-agent buffers a PufferEnv holds (what `pufferlib.set_buffers` gives it), written out
+here: the contract is pufferlib's, so the list is not taken from the library under test."""
 
 NAN, INF = math.nan, math.inf
 # wrong kinds, truthy and falsy: a check that asks whether a value was given by its truth
