@@ -1602,11 +1602,12 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
                 values = np.array([rng.uniform(0.0, 5.0) for _ in range(7)])
                 calls.append(("overwrite(memory)", lambda t, v=values: t.overwrite({"memory": v})))
             else:
-                what, call, error = rng.choice(refusals)
+                what, call, error = refusals[next(refusal_turns) % len(refusals)]  # each in turn
                 calls.append((what, lambda t, w=what, c=call, e=error: refused(t, w, c, e)))
         return calls
 
     good_visits = np.arange(capacity, dtype=np.float64)
+    refusal_turns = itertools.count()
     # (what, call, the named error): input each tracker refuses whole, changing nothing
     refusals: list[tuple[str, Callable[[TaskTracker], Any], type[Exception]]] = [
         ("overwrite(memory one entry short)", lambda t: t.overwrite({"memory": np.ones(6)}), CurriculumStateError),
@@ -1618,6 +1619,8 @@ def test_a_shared_tracker_answers_every_call_as_a_local_one_does(scenario_seed) 
          lambda t: t.overwrite({"visits": good_visits, "visit": good_visits}), CurriculumStateError),
         ("overwrite(completions as fractions)", lambda t: t.overwrite({"completions": good_visits + 0.5}),
          CurriculumStateError),
+        ("overwrite(completions past int64, unsigned)",
+         lambda t: t.overwrite({"completions": np.full(capacity, 2**63, dtype=np.uint64)}), CurriculumStateError),
         ("overwrite(memory of text)", lambda t: t.overwrite({"memory": np.array(["1"] * 7)}), CurriculumStateError),
         ("counter('evicted'), a name it does not keep", lambda t: t.counter("evicted"), CurriculumConfigError),
     ]

@@ -83,9 +83,9 @@ def test_overwrite_writes_every_array_whole(tracker: TaskTracker) -> None:
     {"extra": [1.0]}, {"extra": [1.0, 2.0, 3.0]}, {"extra": 1.0}, {"extra": [[1.0, 2.0]]},
     {"completions": [1, 2, 3, 4], "extra": [1.0]}, {"completions": [1, 2, 3, 4], "unknown": [1.0, 2.0]},
     {"completions": [1.5, 2, 3, 4]}, {"completions": [np.nan, 2, 3, 4]}, {"extra": ["1", "2"]},
-    {"extra": [True, False]},
+    {"extra": [True, False]}, {"completions": np.full(4, 2**63, dtype=np.uint64)},
 ], ids=["short", "long", "scalar", "2-d", "good-then-short", "good-then-unknown", "fraction", "nan-in-int",
-        "text", "bools"])
+        "text", "bools", "past-int64"])
 def test_overwrite_refuses_a_wrong_array_and_writes_none(tracker: TaskTracker, arrays) -> None:
     before = tracker.snapshot()
     with tracker.lock, pytest.raises(CurriculumStateError):
