@@ -946,8 +946,9 @@ def remove_orphaned_segments(*, dry_run: bool = False) -> list[str]:
 
     A block is removed only if it carries a tracker header, belongs to this user, no process
     holds it open through this library (each holds a shared lock on it while it does), and its
-    creator (pid and start time in the header) is no longer running. Lock files `<name>.lock`
-    left by earlier versions beside a block that no longer exists are removed too.
+    creator (pid and start time in the header) is no longer running. The empty lock files
+    `<name>.lock` left by earlier versions beside a block that no longer exists are removed too
+    (one holding bytes is another program's, and stays).
     `dry_run` lists what would be removed without removing it.
     """
     removed: list[str] = []

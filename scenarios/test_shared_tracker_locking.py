@@ -2883,13 +2883,16 @@ def test_cleanup_removes_the_trackers_of_dead_creators_and_nothing_in_use(uses_b
         creator.join(timeout=30)
     unused, attached = (os.path.join(SEGMENT_DIR, name) for name in names)
     # files of the tracker's prefix that carry no tracker header (another program's, an older
-    # format), a lock file beside one of them, and another program's empty lock file: never the
-    # cleanup's to remove (it removes only a `<tracker>.lock` whose block is gone)
+    # format), a lock file beside one of them, another program's empty lock file, and a lock
+    # file of the prefix holding bytes (a pid file) with no block beside it: never the cleanup's
+    # to remove (it removes only the empty `<tracker>.lock` of a gone block, as earlier versions left)
     foreign = [os.path.join(SEGMENT_DIR, name) for name in (
-        f"{SEGMENT_PREFIX}foreign_{os.getpid()}_bytes", f"{SEGMENT_PREFIX}foreign_{os.getpid()}_empty",
-        f"{SEGMENT_PREFIX}foreign_{os.getpid()}_bytes.lock", f"another_program_{os.getpid()}.lock")]
+        f"{SEGMENT_PREFIX}foreign_{os.getpid()}_bytes", f"{SEGMENT_PREFIX}foreign_{os.getpid()}_pid.lock",
+        f"{SEGMENT_PREFIX}foreign_{os.getpid()}_empty", f"{SEGMENT_PREFIX}foreign_{os.getpid()}_bytes.lock",
+        f"another_program_{os.getpid()}.lock")]
     Path(foreign[0]).write_bytes(bytes(range(256)) * 64)
-    for path in foreign[1:]:
+    Path(foreign[1]).write_bytes(f"{os.getpid()}\n".encode())
+    for path in foreign[2:]:
         Path(path).write_bytes(b"")
     try:
         descriptors = _open_descriptors()
