@@ -2044,7 +2044,7 @@ _ANY_JSON = (None, True, False, 0, -1, 2.5, "", "x", [], [1, "x"], {}, {"x": 1})
 def _headers_with_any_json_in_a_field(header: dict[str, Any]) -> dict[str, Any]:
     """Damages of a live tracker's `header` (for `_damaged_copy`), by what they change: every
     top-level field, every layout entry and every entry of the slot and cold array lists, each
-    in turn holding each of `_ANY_JSON`."""
+    in turn holding each of `_ANY_JSON`; and each layout entry well-formed, one longer or shorter."""
     def put(path: tuple[Any, ...], value: Any) -> Any:
         def damage(h: dict[str, Any]) -> None:
             target = h
@@ -2056,7 +2056,11 @@ def _headers_with_any_json_in_a_field(header: dict[str, Any]) -> dict[str, Any]:
     paths = [(field,) for field in header]
     paths += [("layout", name) for name in header["layout"]]
     paths += [(field, i) for field in ("slot_arrays", "cold_arrays") for i in range(len(header.get(field, ())))]
-    return {f"{'.'.join(map(str, path))} = {value!r}": put(path, value) for path in paths for value in _ANY_JSON}
+    damages = {f"{'.'.join(map(str, path))} = {value!r}": put(path, value) for path in paths for value in _ANY_JSON}
+    for name, (dtype, length) in header["layout"].items():  # well-formed entries, one entry longer or shorter
+        for other in (length - 1, length + 1):
+            damages[f"layout.{name} = {[dtype, other]!r}"] = put(("layout", name), [dtype, other])
+    return damages
 
 
 def test_a_header_holding_any_json_value_in_any_field_is_refused_by_name(curriculum_factory, require_capability,
@@ -2065,7 +2069,8 @@ def test_a_header_holding_any_json_value_in_any_field_is_refused_by_name(curricu
     layout entry, an entry of the slot or cold array lists), a JSON value of any type (what
     another library version, another program or a torn write leaves) is attached or refused
     as a named curriculum error (`SharedTrackerError`, `CurriculumConfigError`), never another
-    exception; and the orphan sweep, which reads every block of the tracker prefix, passes over
+    exception, by a curriculum and by the block's backend alone (which, when it attaches, holds
+    every array at the length the header declares); and the orphan sweep, which reads every block of the tracker prefix, passes over
     it without raising (a raise there would stop every new shared tracker, which sweeps first)."""
     require_capability(uses_builtin_curriculum, "damages the header of the built-in shared tracker's block")
     live = _shared_curriculum(curriculum_factory, require_capability, scenario_seed, pool=4)
@@ -2085,6 +2090,19 @@ def test_a_header_holding_any_json_value_in_any_field_is_refused_by_name(curricu
                 pass
             except Exception as error:  # noqa: BLE001 - reported below
                 wrong.append(f"{what}: attach raised {type(error).__name__}: {error}")
+            try:  # the block alone: attached only as the header lays it out, every array of its length
+                backend = memory.SharedMemoryBackend.attach(os.path.basename(planted))
+            except (SharedTrackerError, CurriculumConfigError):
+                pass
+            except Exception as error:  # noqa: BLE001 - reported below
+                wrong.append(f"{what}: SharedMemoryBackend.attach raised {type(error).__name__}: {error}")
+            else:
+                short = {name: (len(backend[name]), length) for name, (_, length) in backend.layout.items()
+                         if len(backend[name]) != length}
+                backend.close()
+                if short:
+                    wrong.append(f"{what}: attached, but arrays hold other lengths than its layout says "
+                                 f"(held, declared): {short}")
             try:
                 remove_orphaned_segments(dry_run=True)
             except Exception as error:  # noqa: BLE001 - reported below
