@@ -449,7 +449,7 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
                 f"{what}: np.int64({value}) was accepted, and the config describes itself as {_short(described[0])}, "
                 f"as {_short(described[1])} with the int {value}")
     name = _field_name(what)
-    for value in [*refused, *_entries_not_numbers(accepted)]:
+    for value in [*refused, *_falsy_twins(refused, accepted), *_entries_not_numbers(accepted)]:
         try:
             build(value)
         except CurriculumConfigError as error:
@@ -463,6 +463,27 @@ def test_a_field_accepts_its_domain_and_refuses_the_rest_by_name(what, build, at
             pytest.fail(f"{what}: {value!r} raised {type(error).__name__} ({error}), expected CurriculumConfigError "
                         f"naming `{name}`")
         pytest.fail(f"{what}: {value!r} is outside the documented domain but was accepted")
+
+
+def _falsy_twins(refused: Sequence[Any], accepted: Sequence[Any]) -> list[Any]:
+    """The falsy value (`type(value)()`: 0, 0.0, "", False, an empty list) of each refused
+    value's type that no accepted value has: a check written by truth (`if score_fn and not
+    callable(score_fn)`) lets exactly these through unchecked."""
+    def domain(kind: type) -> type:  # an int where a float is taken is the same number
+        return float if kind is int else kind
+
+    kinds = {domain(type(value)) for value in accepted}
+    seen = {(type(value), repr(value)) for value in refused}
+    twins = []
+    for value in refused:
+        kind = type(value)
+        if domain(kind) in kinds or kind not in (int, float, str, bool, list, tuple, dict, bytes):
+            continue
+        twin = kind()
+        if (kind, repr(twin)) not in seen:
+            seen.add((kind, repr(twin)))
+            twins.append(twin)
+    return twins
 
 
 def _entries_not_numbers(accepted: Sequence[Any]) -> list[Any]:
@@ -868,9 +889,11 @@ def test_an_argument_accepts_its_domain_and_refuses_the_rest_by_name(what, build
     """What the entry points take besides numbers (the env, the curriculum, a stage broadcast,
     raw stats): a wrong kind of object is refused at once with the named error that says so,
     never taken in to fail later with an AttributeError deep inside a run. A numpy bool is
-    refused wherever a bool is."""
+    refused wherever a bool is, and the falsy value of each refused kind no accepted value has."""
     name = _field_name(what)
     refused = _with_numpy_bool_twins(refused)
+    refused += _falsy_twins([value for value in refused if not isinstance(value, _Live)],
+                            [value for value in accepted if not isinstance(value, _Live)])
     for value in accepted:
         built = _value(value)
         try:
