@@ -18,6 +18,7 @@ generator that copies configs shallowly lets drawing one task rewrite another's)
 
 from __future__ import annotations
 
+import copy
 import inspect
 import math
 import random
@@ -26,7 +27,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from fractions import Fraction
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
@@ -615,8 +616,11 @@ class _ResetReportingEnv(ExactAccountingEnv):
     """`ExactAccountingEnv` (`infos` its step infos' shape, or "empty": an empty list at every
     step, an episode's end included, as pufferlib's own envs return) whose every `reset()`
     reports the number of its starts under a key of its own, in one dict or in a list holding
-    one. With list step infos, the dicts of an episode's end carry that key too (-1: the step's
+    one (or, `reset_infos` "empty-dict", "empty-list" or "none", reports nothing: `{}`, `[]` or
+    None). With list step infos, the dicts of an episode's end carry that key too (-1: the step's
     own value), as an env reporting the same field at each start and end does."""
+
+    EMPTY_RESETS: ClassVar[dict[str, Any]] = {"empty-dict": {}, "empty-list": [], "none": None}
 
     def __init__(self, *, reset_infos: str, infos: str, **settings: Any) -> None:
         super().__init__(infos="list" if infos == "empty" else infos, **settings)
@@ -625,6 +629,8 @@ class _ResetReportingEnv(ExactAccountingEnv):
     def reset(self, seed: int | None = None) -> tuple[np.ndarray, Any]:
         obs, _ = super().reset(seed)
         self.starts += 1
+        if self._reset_shape in self.EMPTY_RESETS:
+            return obs, copy.copy(self.EMPTY_RESETS[self._reset_shape])
         info = {"started": self.starts}
         return obs, info if self._reset_shape == "dict" else [info]
 
@@ -642,7 +648,7 @@ def _reported_starts(infos: Any) -> list[int]:
             if isinstance(info, Mapping) and info.get("started", -1) != -1]
 
 
-@pytest.mark.parametrize("reset_infos", ["dict", "list"])
+@pytest.mark.parametrize("reset_infos", ["dict", "list", *_ResetReportingEnv.EMPTY_RESETS])
 @pytest.mark.parametrize("step_infos", ["dict", "list", "empty"])
 def test_what_an_env_reports_at_each_reset_reaches_the_trainer(curriculum_factory, curriculum_env_class,
                                                                  scenario_seed, step_infos, reset_infos) -> None:
@@ -652,7 +658,8 @@ def test_what_an_env_reports_at_each_reset_reaches_the_trainer(curriculum_factor
     `reset()`, and with the step whose episode end the wrapper's auto-reset followed, in a
     list as its own entry (never merged into the ended step's dict, whose value of the same key
     would hide it). Every step's infos keep the env's shape: a list stays a list, with the
-    curriculum's entries at each episode end."""
+    curriculum's entries at each episode end, and no entry the env did not report (a reset
+    that reports nothing, `{}`, `[]` or None, adds no empty info)."""
     curriculum = curriculum_factory(CurriculumConfig(
         task_generator=BucketedTaskGenerator({"reward_per_step": 0.25}, {"episode_length": [1, 2, 3]}),
         algorithm=UniformConfig(), num_active_tasks=4, seed=scenario_seed))
@@ -672,8 +679,15 @@ def test_what_an_env_reports_at_each_reset_reaches_the_trainer(curriculum_factor
             assert len(entries) == ended, (
                 f"step infos a {step_infos}, reset infos a {reset_infos}: step {step} (episode end: {ended}) handed "
                 f"{len(entries)} infos with the curriculum's entries, seed {scenario_seed}")
+            made_up = [info for info in ([] if isinstance(infos, Mapping) else infos)
+                       if isinstance(info, Mapping) and not info]
+            assert not made_up, (
+                f"step infos a {step_infos}, reset infos a {reset_infos}: step {step} (episode end: {ended}) handed "
+                f"the trainer {len(made_up)} empty info(s) the env never reported among {len(infos)}, seed "
+                f"{scenario_seed}")
             seen += _reported_starts(infos)
-        assert seen == list(range(1, inner.starts + 1)), (
+        reports = reset_infos not in _ResetReportingEnv.EMPTY_RESETS
+        assert seen == (list(range(1, inner.starts + 1)) if reports else []), (
             f"step infos a {step_infos}, reset infos a {reset_infos}: the env started {inner.starts} episodes, the "
             f"trainer read the starts {seen[:12]} from its infos, seed {scenario_seed}")
     finally:

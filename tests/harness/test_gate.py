@@ -196,7 +196,7 @@ def test_gate_passes_on_the_builtin_curriculum_from_any_directory(tmp_path: Path
     assert code == 0, report
     assert report.startswith("## Curriculum gate passed: no test failed\n")
     assert "| checkpoint_resume | passed | 27 passed |  |" in report
-    assert "| config_at_reset | passed | 33 passed |  |" in report
+    assert "| config_at_reset | passed | 42 passed |  |" in report
     assert (tmp_path / "junit.xml").is_file()
     assert not (tmp_path / ".hypothesis").exists() and not (tmp_path / ".pytest_cache").exists()
 
