@@ -962,8 +962,8 @@ def _with_a_remembered_configuration(state: dict[str, Any]) -> dict[str, Any]:
 def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
     """`(where, state)` for a built-in checkpoint changed in its shape, one change at a time:
     not a dict, another format, a key missing or added, an array missing or added, an array
-    (or a list of one entry per slot beside them, such as the sample counts) one entry short or
-    long, an entry nested in a list, a word of a nested dict another (the
+    (or a list beside them: the per-slot sample counts, the batch of draws, ...) one entry short
+    or long (or empty), an entry nested in a list, a word of a nested dict another (the
     random state of another generator: PCG64DXSM, ...)."""
     altered: list[tuple[str, Any]] = [("the checkpoint as a list of its items", list(state.items()))]
     changed = plain_copy(state)
@@ -986,11 +986,11 @@ def _reshaped(state: dict[str, Any]) -> list[tuple[str, Any]]:
     changed = plain_copy(state)
     changed["arrays"]["extra"] = [0]
     altered.append(("an unknown array", changed))
-    pool = len(arrays["task_ids"])
-    for key, values in state.items():  # a list of one entry per slot beside the arrays (sample counts, ...)
-        if isinstance(values, list) and len(values) == pool and key != "draws":
+    for key, values in state.items():  # every list beside the arrays (per-slot sample counts, the batch of draws, ...)
+        if isinstance(values, list) and values:
             for where, changed_values in ((f"{key!r} one entry short", values[:-1]),
-                                          (f"{key!r} one entry long", values + values[-1:])):
+                                          (f"{key!r} one entry long", values + values[-1:]),
+                                          (f"{key!r} empty", [])):
                 altered.append((where, {**plain_copy(state), key: changed_values}))
     for path in _nested_dicts(state):  # (the random state's, ...): each key missing, an unknown one added
         holder = _at(state, path)
