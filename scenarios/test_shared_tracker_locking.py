@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import fcntl
 import gc
 import inspect
 import itertools
@@ -2082,8 +2083,14 @@ def test_a_header_holding_any_json_value_in_any_field_is_refused_by_name(curricu
         at = len(memory._MAGIC) + 8
         header = json.loads(block[at:at + int.from_bytes(block[len(memory._MAGIC):at], "little")].decode())
         damages = _headers_with_any_json_in_a_field(header)
+        staging = os.path.join(SEGMENT_DIR, f"staging-{os.getpid()}-{scenario_seed}")  # (no tracker prefix)
         for what, damage in damages.items():
-            _damaged_copy(live_path, planted, damage)
+            # held "in use" from before it bears the prefix: the sweep every new shared tracker
+            # runs (another test's, in another process) never removes it under the check
+            _damaged_copy(live_path, staging, damage)
+            holder = os.open(staging, os.O_RDONLY)
+            memory._ofd_lock(holder, fcntl.F_RDLCK)
+            os.rename(staging, planted)
             try:
                 type(live).attach(os.path.basename(planted), live.config).close()
             except (SharedTrackerError, CurriculumConfigError):
@@ -2108,9 +2115,11 @@ def test_a_header_holding_any_json_value_in_any_field_is_refused_by_name(curricu
             except Exception as error:  # noqa: BLE001 - reported below
                 wrong.append(f"{what}: the orphan sweep raised {type(error).__name__}: {error}")
             os.unlink(planted)
+            os.close(holder)
     finally:
-        if os.path.lexists(planted):
-            os.unlink(planted)
+        for path in (planted, staging):
+            if os.path.lexists(path):
+                os.unlink(path)
         live.close()
     assert not wrong, (f"{len(wrong)} of {len(damages)} damaged headers were not refused by name: {wrong[:4]}, seed "
                        f"{scenario_seed}")
