@@ -69,6 +69,7 @@ __all__ = [
     "DESYNC_SIGNALS",
     "DONE_FLAG_MODES",
     "INFO_FORMATS",
+    "PUFFER_BUFFERS",
     "TaskDependencyEnv",
     "ExactAccountingEnv",
     "SeedReportingEnv",
@@ -97,6 +98,9 @@ agents ending together, as "info"). "mixed": as "info", but at the cut's step on
 truncated, and the other agents ending then terminate (they finished as the env cut the first):
 a cut is an episode end with some agent truncated and the flag set, not one with all of them."""
 INFO_FORMATS: Final = ("list", "dict", "log", "none", "dict-log", "tuple")
+PUFFER_BUFFERS: Final = ("observations", "rewards", "terminals", "truncations", "masks", "actions")
+"""The per-agent buffers a PufferEnv holds (what `pufferlib.set_buffers` gives it), written out
+here: the contract is pufferlib's, so the gate does not take the list from the library under test."""
 """What an `ExactAccountingEnv` returns as infos: a list of dicts (its reset's too), one dict whose reset info
 shares its keys with the episode-end info (a wrapper merging them must keep the ended episode's),
 or a list holding the env's one log dict at every step (a wrapper must not write into it);

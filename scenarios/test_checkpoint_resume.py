@@ -486,19 +486,13 @@ def _other_values(value: Any) -> list[Any]:
 
 
 def _another_of_kind(value: Any) -> Any:
-    """Another value of `value`'s kind (None for a kind without one here): a bool negated, a
-    number moved, a string renamed, a list of two or more items rotated."""
-    if isinstance(value, bool):
-        return not value
-    if isinstance(value, int):
-        return value + 1
-    if isinstance(value, float):
-        return value + 0.5
+    """Another value of `value`'s kind (None for a kind without one here): a field's first
+    alternative (`_other_values`), a string renamed, a list of two or more items rotated."""
     if isinstance(value, str):
         return f"{value}_renamed"
     if isinstance(value, list) and len(value) >= 2 and value[1:] + value[:1] != value:
         return value[1:] + value[:1]
-    return None
+    return next(iter(_other_values(value)), None)
 
 
 def _generator_variants(generator: Any, path: str = "task_generator") -> dict[str, Any]:

@@ -87,14 +87,11 @@ from curriculum.vector import (
     StageBroadcast,
     default_num_workers,
 )
+from harness.envs import PUFFER_BUFFERS as BUFFER_NAMES
 from harness.envs import ExactAccountingEnv, GymExactAccountingEnv
 from harness.episodes import EPISODE_RECORD_KEY
 from harness.oracle import AccountingOracle
 from harness.protocol import ProtocolView
-
-BUFFER_NAMES = ("observations", "rewards", "terminals", "truncations", "masks", "actions")
-"""The per-agent buffers a PufferEnv holds (what `pufferlib.set_buffers` gives it), written out
-here: the contract is pufferlib's, so the list is not taken from the library under test."""
 
 NAN, INF = math.nan, math.inf
 # wrong kinds, truthy and falsy: a check that asks whether a value was given by its truth

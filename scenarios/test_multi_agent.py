@@ -36,7 +36,7 @@ import pytest
 
 from curriculum import BucketedTaskGenerator, CurriculumConfig, SingleTaskGenerator, UniformConfig
 from curriculum.vector import make_curriculum_vecenv
-from harness.envs import REWARD_WRITES, ExactAccountingEnv
+from harness.envs import PUFFER_BUFFERS, REWARD_WRITES, ExactAccountingEnv
 from harness.episodes import EPISODE_RECORD_KEY, LabelledTaskGenerator
 from harness.thresholds import MULTI_AGENT as LIMITS
 
@@ -123,8 +123,7 @@ def _laid_out(layout: str, num_agents: int) -> dict[str, np.ndarray]:
     "reversed", every per-agent buffer a view with a negative stride; else the done flags of that
     numpy dtype ("uint8", "int32", "float32")."""
     donor = ExactAccountingEnv(num_agents=num_agents)
-    buf = {name: np.zeros_like(getattr(donor, name)) for name in ("observations", "rewards", "terminals",
-                                                                   "truncations", "masks", "actions")}
+    buf = {name: np.zeros_like(getattr(donor, name)) for name in PUFFER_BUFFERS}
     if layout == "columns":
         flags = np.zeros((num_agents, 2), dtype=bool)
         buf["terminals"], buf["truncations"] = flags[:, 0], flags[:, 1]
